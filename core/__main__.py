@@ -1,0 +1,3 @@
+from rlmedic.ui.cli import main
+
+main()

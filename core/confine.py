@@ -1,0 +1,117 @@
+"""Confinement in one place: which paths tools may read, how much, and redaction.
+
+Every tool and every front door reads user files through :class:`Confinement` and
+passes text through :func:`redact` before it reaches an LLM, Slack or a log. Tools
+never write to user files.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlmedic.errors import AccessDenied, UserError
+
+#: Default cap on bytes a single read returns (text handed to a model or a UI).
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+
+REDACTED = "[REDACTED]"
+
+# Each pattern keeps any prefix in group 1 and replaces the secret after it.
+_SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("authorization_header", re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|basic|token)?\s*)[^\s'\",]+")),
+    ("url_password", re.compile(r"([a-z][a-z0-9+.-]*://[^\s:/@'\"]+:)[^\s@/'\"]+(?=@)")),
+    ("openai_key", re.compile(r"()\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}")),
+    ("huggingface_token", re.compile(r"()\bhf_[A-Za-z0-9]{20,}")),
+    ("slack_token", re.compile(r"()\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("slack_app_token", re.compile(r"()\bxapp-[A-Za-z0-9-]{10,}")),
+    ("github_token", re.compile(r"()\bgh[pousr]_[A-Za-z0-9]{30,}")),
+    ("aws_access_key", re.compile(r"()\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
+    (
+        "aws_secret_key",
+        re.compile(r"(?i)(aws_secret_access_key\s*[=:]\s*['\"]?)[A-Za-z0-9/+=]{40}"),
+    ),
+    ("wandb_key", re.compile(r"(?i)(wandb[_-]?api[_-]?key\s*[=:]\s*['\"]?)[A-Za-z0-9_]{20,}")),
+    ("wandb_local_key", re.compile(r"()\blocal-[0-9a-f]{40}\b")),
+    (
+        "generic_secret_assignment",
+        re.compile(
+            r"(?i)(\b[A-Z0-9_]*(?:api[_-]?key|secret|token|password|passwd)[A-Z0-9_]*\s*[=:]\s*['\"]?)"
+            r"(?!\[REDACTED\])[^\s'\",}]{8,}"
+        ),
+    ),
+]
+
+
+def redact(text: str) -> str:
+    """Replace API keys, tokens, auth headers and URL passwords with a marker."""
+    for _name, pattern in _SECRET_PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+def secret_kinds(text: str) -> list[str]:
+    """Names of the secret kinds present in ``text`` (for tests and audits)."""
+    return [name for name, pattern in _SECRET_PATTERNS if pattern.search(text)]
+
+
+@dataclass
+class Confinement:
+    """The allowed roots and read caps for one request.
+
+    A path is allowed when, after resolving symlinks and ``..``, it lies under one of
+    the roots. Front doors build one from the paths the user named (plus any
+    configured allowlist, ``RLMEDIC_ALLOWED_ROOTS`` separated by ``os.pathsep``).
+    """
+
+    roots: list[Path] = field(default_factory=list)
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+    @classmethod
+    def for_paths(cls, paths: Iterable[str | os.PathLike[str]], max_bytes: int = DEFAULT_MAX_BYTES) -> Confinement:
+        """Allow exactly the paths the user passed (a file allows just that file)."""
+        roots = [Path(p).expanduser().resolve() for p in paths]
+        env = os.environ.get("RLMEDIC_ALLOWED_ROOTS", "")
+        roots += [Path(p).expanduser().resolve() for p in env.split(os.pathsep) if p]
+        return cls(roots=roots, max_bytes=max_bytes)
+
+    def check(self, path: str | os.PathLike[str]) -> Path:
+        """Resolve ``path`` and return it if allowed; raise :class:`AccessDenied` if not."""
+        resolved = Path(path).expanduser().resolve()
+        for root in self.roots:
+            if resolved == root or resolved.is_relative_to(root):
+                return resolved
+        raise AccessDenied(f"{path}: outside the allowed roots ({', '.join(map(str, self.roots)) or 'none'})")
+
+    def existing(self, path: str | os.PathLike[str]) -> Path:
+        resolved = self.check(path)
+        if not resolved.exists():
+            raise UserError(f"{path}: no such file or directory")
+        return resolved
+
+    def read_bytes(self, path: str | os.PathLike[str], max_bytes: int | None = None) -> bytes:
+        """Read at most ``max_bytes`` (default: the cap) from an allowed file."""
+        resolved = self.existing(path)
+        if resolved.is_dir():
+            raise UserError(f"{path}: is a directory, expected a file")
+        limit = self.max_bytes if max_bytes is None else min(max_bytes, self.max_bytes)
+        try:
+            with open(resolved, "rb") as fh:
+                return fh.read(limit)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
+
+    def read_text(self, path: str | os.PathLike[str], max_bytes: int | None = None) -> str:
+        """Read an allowed text file: binary is refused, undecodable bytes are replaced."""
+        data = self.read_bytes(path, max_bytes)
+        if looks_binary(data):
+            raise UserError(f"{path}: looks like a binary file, not text")
+        return data.decode("utf-8", errors="replace")
+
+
+def looks_binary(data: bytes) -> bool:
+    """NUL bytes in the first 8 KiB mean binary (the rule git and grep use)."""
+    return b"\x00" in data[:8192]

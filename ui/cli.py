@@ -1,0 +1,83 @@
+"""The ``rlmedic`` command line: a thin front door over ``tools/`` and ``agent/``.
+
+Each group of commands lives in its own ``cli_*.py`` module with a ``register(app)``
+function, so the modules stay small. Nothing heavy is imported at module level:
+``rlmedic --help`` must start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from rlmedic import __version__
+from rlmedic.errors import UserError
+
+
+class _Group(TyperGroup):
+    """Turn :class:`UserError` into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            click.echo(f"rlmedic: error: {exc}", err=True)
+            raise click.exceptions.Exit(2) from None
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="rlmedic",
+    help="Troubleshoot RL training runs of LLMs (AReaL, slime): diagnose logs, search cited docs, check configs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rlmedic {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+) -> None:
+    """rlmedic: the troubleshooting agent for RL training of LLMs."""
+
+
+def print_json(data: Any) -> None:
+    """Machine output: one JSON document on stdout."""
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+#: Command modules, each with ``register(app)``. Add a module here to add commands.
+COMMAND_MODULES = (
+    "rlmedic.ui.cli_knowledge",
+)
+
+
+def _register_all() -> None:
+    import importlib
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(app)
+
+
+_register_all()
+
+
+def main() -> None:  # console-script entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
