@@ -1,0 +1,41 @@
+"""Test isolation: no network, no telemetry, no user data dir.
+
+Every test gets its own ``RLMEDIC_HOME`` so nothing touches the user's index.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+for _key, _value in {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "GRADIO_ANALYTICS_ENABLED": "False",
+    "ANONYMIZED_TELEMETRY": "False",
+    "TOKENIZERS_PARALLELISM": "false",
+}.items():
+    os.environ.setdefault(_key, _value)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("rlmedic-home")
+    monkeypatch.setenv("RLMEDIC_HOME", str(home))
+    monkeypatch.delenv("RLMEDIC_ALLOWED_ROOTS", raising=False)
+    return home
+
+
+@pytest.fixture
+def shared() -> Path:
+    """``../shared`` beside the repo (seeds, corpus, cases): test data only."""
+    if not SHARED.is_dir():
+        pytest.fail(f"{SHARED} is missing: tests need ../shared beside the repo")
+    return SHARED
