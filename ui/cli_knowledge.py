@@ -2,8 +2,98 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+INDEX_DIR_HELP = "Index directory (default: $RLMEDIC_HOME/index or the per-user data dir)."
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("index")(index)
+    app.command("search")(search)
+    app.command("ask")(ask)
+
+
+def _quiet_model_loading() -> None:
+    """Model-loading progress bars and warnings are noise on a CLI."""
+    import os
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def index(
+    paths: list[Path] = typer.Argument(..., help="Files or folders of docs (Markdown, reStructuredText, text)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Add documents to the knowledge base (only changed files are re-embedded)."""
+    _quiet_model_loading()
+    from rlmedic.knowledge.index import KnowledgeBase
+    from rlmedic.ui.cli import print_json
+    from rlmedic.ui.progress import progress_bar
+
+    kb = KnowledgeBase(index_dir)
+    with progress_bar("Indexing", enabled=not json_out) as progress:
+        report = kb.index([str(p) for p in paths], progress=progress)
+    if json_out:
+        print_json(report.to_dict())
+        return
+    for line in report.skipped:
+        typer.echo(f"skipped: {line}", err=True)
+    for line in report.warnings:
+        typer.echo(f"warning: {line}", err=True)
+    typer.echo(
+        f"{len(report.added)} added, {len(report.updated)} updated, {len(report.unchanged)} unchanged, "
+        f"{len(report.removed)} removed, {len(report.skipped)} skipped; "
+        f"{report.chunks_embedded} chunks embedded, {report.total_chunks} in the index ({kb.store.directory})"
+    )
+
+
+def search(
+    query: str = typer.Argument(..., help="What to look for: words, a config key, an error string."),
+    k: int = typer.Option(5, "-k", min=1, max=50, help="How many results."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
+    kind: Optional[str] = typer.Option(None, "--kind", help="Only 'doc' (indexed docs) or 'card' (playbook cards)."),
+    json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
+) -> None:
+    """Hybrid search (dense + BM25) over the indexed docs and the playbook cards."""
+    _quiet_model_loading()
+    from rlmedic.errors import UserError
+    from rlmedic.knowledge.index import KnowledgeBase
+    from rlmedic.ui.cli import print_json
+
+    if kind not in (None, "doc", "card"):
+        raise UserError(f"--kind must be 'doc' or 'card', not {kind!r}")
+    results = KnowledgeBase(index_dir).search(query, k, kind=kind)
+    if json_out:
+        print_json({"results": [r.to_dict() for r in results]})
+        return
+    if not results:
+        typer.echo("no results")
+    for i, r in enumerate(results, 1):
+        typer.secho(f"[{i}] {r.citation}  (score {r.score:.4f})", bold=True)
+        snippet = " ".join(r.text.split())[:300]
+        typer.echo(f"    {snippet}\n")
+
+
+def ask(
+    question: str = typer.Argument(..., help="Your question, an error message, or pasted log lines."),
+    offline: bool = typer.Option(False, "--offline", help="Answer without an LLM (retrieval + playbook cards)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
+    json_out: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
+) -> None:
+    """Ask a troubleshooting question; answers cite their sources."""
+    _quiet_model_loading()
+    from rlmedic.agent.offline import answer_offline
+    from rlmedic.knowledge.index import KnowledgeBase
+    from rlmedic.ui.cli import print_json
+
+    answer = answer_offline(question, KnowledgeBase(index_dir))
+    if json_out:
+        print_json(answer.to_dict())
+        return
+    typer.echo(answer.answer)

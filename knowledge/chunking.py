@@ -1,0 +1,163 @@
+"""Turn a document into heading-aware chunks that remember where they came from.
+
+llama-index's Markdown parser splits on headings; long sections are split again by
+its sentence splitter. Every chunk keeps its source path, heading path and line range,
+because every answer must cite the section it came from. reStructuredText headings are
+rewritten to Markdown ones first (line numbers preserved); plain text is read as
+Markdown (troubleshooting pages often are).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlmedic.errors import UserError
+
+DOC_SUFFIXES = (".md", ".markdown", ".mdx", ".rst", ".txt", ".text")
+#: Files larger than this are skipped with a clear message (docs are rarely > 1 MB).
+MAX_DOC_BYTES = 5 * 1024 * 1024
+#: Sections longer than this are split again (characters).
+MAX_CHUNK_CHARS = 1600
+
+
+@dataclass(frozen=True)
+class Chunk:
+    id: str
+    text: str
+    source: str  # display path, e.g. "seeds/002_x.txt" or "card:oom-sglang-generation"
+    path: str  # absolute path on disk, or "" for built-in cards
+    section: str  # heading path, " > " separated
+    line_start: int
+    line_end: int
+    kind: str = "doc"  # "doc" or "card"
+
+    def metadata(self) -> dict[str, str | int]:
+        return {
+            "source": self.source,
+            "path": self.path,
+            "section": self.section,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+            "kind": self.kind,
+        }
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def decode_document(data: bytes, name: str) -> tuple[str, str | None]:
+    """Bytes to text. Returns (text, warning). Binary input raises :class:`UserError`."""
+    if b"\x00" in data[:8192]:
+        raise UserError(f"{name}: looks like a binary file, not a text document")
+    try:
+        return data.decode("utf-8-sig"), None
+    except UnicodeDecodeError as exc:
+        text = data.decode("latin-1")
+        return text, f"{name}: not valid UTF-8 (byte {exc.start}); read as Latin-1"
+
+
+_RST_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+<>_:.])\1{2,}\s*$")
+
+
+def rst_to_markdown_headings(text: str) -> str:
+    """Rewrite RST section titles (text + underline) as ``#`` headings, same line count."""
+    lines = text.split("\n")
+    levels: list[str] = []
+    for i in range(1, len(lines)):
+        m = _RST_UNDERLINE.match(lines[i])
+        title = lines[i - 1].strip()
+        if m and title and not _RST_UNDERLINE.match(lines[i - 1]) and len(lines[i].rstrip()) >= len(title):
+            char = m.group(1)
+            if char not in levels:
+                levels.append(char)
+            lines[i - 1] = "#" * min(levels.index(char) + 1, 6) + " " + title
+            lines[i] = ""
+    return "\n".join(lines)
+
+
+_FAQ_ITEM = re.compile(r"^\s{0,3}(?:\d+[.)]|[-*])\s+\*\*(.{8,200}?)\*\*\s*$")
+
+
+def faq_items_to_headings(text: str) -> str:
+    """FAQ pages list questions as bold numbered items, not headings. Make each a
+    heading (one line for one line) so every answer becomes its own citable section."""
+    lines = text.split("\n")
+    depth = max((len(m.group(1)) for m in re.finditer(r"^(#{1,5}) ", text, re.M)), default=1)
+    in_code = False
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+        m = None if in_code else _FAQ_ITEM.match(line)
+        if m:
+            lines[i] = "#" * min(depth + 1, 6) + " " + m.group(1).strip()
+    return "\n".join(lines)
+
+
+def _line_of(text: str, offsets: list[int], char_index: int) -> int:
+    """1-based line number of a character offset (binary search over line starts)."""
+    import bisect
+
+    return bisect.bisect_right(offsets, char_index)
+
+
+def chunk_document(text: str, source: str, path: str = "", kind: str = "doc") -> list[Chunk]:
+    """Split ``text`` into heading-aware chunks with heading path and line range."""
+    from llama_index.core import Document
+    from llama_index.core.node_parser import MarkdownNodeParser, SentenceSplitter
+
+    if path.endswith(".rst") or source.endswith(".rst"):
+        text = rst_to_markdown_headings(text)
+    text = faq_items_to_headings(text)
+    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    doc = Document(text=text)
+    sections = MarkdownNodeParser().get_nodes_from_documents([doc])
+    splitter = SentenceSplitter(chunk_size=360, chunk_overlap=40)
+    chunks: list[Chunk] = []
+    for node in sections:
+        body = node.get_content()
+        if not body.strip() or (body.strip().startswith("#") and "\n" not in body.strip()):
+            continue  # empty, or a heading with nothing under it before the next heading
+        start = node.start_char_idx if node.start_char_idx is not None else text.find(body)
+        heading_path = [h for h in str(node.metadata.get("header_path", "")).strip("/").split("/") if h]
+        first = body.lstrip().split("\n", 1)[0]
+        if first.startswith("#"):
+            heading_path.append(first.lstrip("#").strip())
+        section = " > ".join(heading_path)
+        pieces = [(body, start)]
+        if len(body) > MAX_CHUNK_CHARS:
+            pieces = []
+            cursor = 0
+            for piece in splitter.split_text(body):
+                at = body.find(piece[:80], max(0, cursor - 400))
+                at = cursor if at < 0 else at
+                pieces.append((piece, start + at))
+                cursor = at + len(piece)
+        for piece, piece_start in pieces:
+            if not piece.strip():
+                continue
+            line_start = _line_of(text, line_starts, max(piece_start, 0))
+            line_end = _line_of(text, line_starts, max(piece_start, 0) + max(len(piece) - 1, 0))
+            # the heading path travels with split pieces so each is findable on its own
+            body_text = piece if piece.lstrip().startswith("#") or not section else f"{section}\n\n{piece}"
+            chunk_id = content_hash(f"{source}\0{line_start}\0{piece}".encode())[:24]
+            chunks.append(Chunk(chunk_id, body_text, source, path, section, line_start, line_end, kind))
+    return chunks
+
+
+def discover(paths: list[Path]) -> list[tuple[Path, Path]]:
+    """Files to index: (file, root it was found under). Explicit files are kept as given."""
+    found: list[tuple[Path, Path]] = []
+    for root in paths:
+        if root.is_file():
+            found.append((root, root.parent))
+        elif root.is_dir():
+            for file in sorted(root.rglob("*")):
+                if file.is_file() and file.suffix.lower() in DOC_SUFFIXES and not any(
+                    part.startswith(".") for part in file.relative_to(root).parts
+                ):
+                    found.append((file, root))
+    return found

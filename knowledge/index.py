@@ -1,0 +1,29 @@
+"""One entry point to the knowledge base for tools, the agent and the front doors."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from rlmedic.knowledge.ingest import IndexReport, Progress, ensure_cards, index_paths
+from rlmedic.knowledge.retrieve import Mode, SearchResult, search
+from rlmedic.knowledge.store import Store
+from rlmedic.settings import index_dir
+
+
+class KnowledgeBase:
+    """The index at ``directory`` (default: the user's data dir), cards included."""
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None, *, with_cards: bool = True, embedder=None) -> None:
+        self.store = Store(index_dir(directory))
+        self.with_cards = with_cards
+        self.embedder = embedder
+
+    def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport:
+        return index_paths(paths, self.store, embedder=self.embedder, progress=progress)
+
+    def search(self, query: str, k: int = 5, *, mode: Mode = "hybrid", kind: str | None = None) -> list[SearchResult]:
+        if self.with_cards:
+            ensure_cards(self.store, embedder=self.embedder)
+        return search(self.store, query, k, mode=mode, kind=kind, embedder=self.embedder)

@@ -1,0 +1,189 @@
+"""Add documents to the index, incrementally.
+
+A file is re-chunked and re-embedded only when its content hash changed; files that
+disappeared from an indexed folder leave the index. Built-in playbook cards are indexed
+the same way (as source ``card:<id>``) the first time an index is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlmedic.errors import UserError
+from rlmedic.knowledge.chunking import MAX_DOC_BYTES, Chunk, chunk_document, content_hash, decode_document, discover
+from rlmedic.knowledge.store import FileEntry, Store
+
+CARDS_KEY = "<builtin-cards>"
+
+#: progress(done_files, total_files, current_name)
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class IndexReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "path: reason"
+    warnings: list[str] = field(default_factory=list)
+    chunks_embedded: int = 0
+    total_chunks: int = 0
+
+    def to_dict(self) -> dict:
+        return dict(vars(self))
+
+
+def _display_source(file: Path, root: Path) -> str:
+    """Path shown in citations: relative to the indexed folder, prefixed by its name."""
+    try:
+        return str(Path(root.name) / file.relative_to(root))
+    except ValueError:
+        return file.name
+
+
+def _embed_and_store(store: Store, chunks: list[Chunk], embedder) -> None:
+    if not chunks:
+        return
+    vectors = embedder.embed([c.text for c in chunks])
+    store.add([c.id for c in chunks], [c.text for c in chunks], [c.metadata() for c in chunks], vectors)
+
+
+def index_paths(
+    paths: Sequence[str | Path],
+    store: Store,
+    *,
+    embedder=None,
+    progress: Progress | None = None,
+    max_bytes: int = MAX_DOC_BYTES,
+) -> IndexReport:
+    """Index files and folders. Explicit bad files raise :class:`UserError`; bad files
+    found inside a folder are skipped and named in the report."""
+    report = IndexReport()
+    roots: list[Path] = []
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if not p.exists():
+            raise UserError(f"{raw}: no such file or directory")
+        roots.append(p.resolve())
+    files = discover(roots)
+    explicit = {r for r in roots if r.is_file()}
+    changed: list[tuple[Path, Path, bytes, str]] = []
+    for file, root in files:
+        key = str(file)
+        try:
+            size = file.stat().st_size
+            if size > max_bytes:
+                raise UserError(
+                    f"{file}: {size / 2**20:.1f} MB is over the {max_bytes / 2**20:.0f} MB limit for one document; split it"
+                )
+            data = file.read_bytes()
+        except PermissionError as exc:
+            err = UserError(f"{file}: cannot read ({exc.strerror})")
+            if file in explicit:
+                raise err from exc
+            report.skipped.append(str(err))
+            continue
+        except UserError as err:
+            if file in explicit:
+                raise
+            report.skipped.append(str(err))
+            continue
+        digest = content_hash(data)
+        entry = store.manifest.files.get(key)
+        if entry and entry.hash == digest:
+            report.unchanged.append(key)
+            continue
+        changed.append((file, root, data, digest))
+    # files that were indexed under these roots and are gone now
+    for key in list(store.manifest.files):
+        if key == CARDS_KEY:
+            continue
+        path = Path(key)
+        if any(path == r or path.is_relative_to(r) for r in roots if r.is_dir()) and not path.exists():
+            store.delete(store.manifest.files.pop(key).chunks)
+            report.removed.append(key)
+    if changed:
+        from rlmedic.knowledge.embeddings import default_embedder
+
+        embedder = embedder or default_embedder()
+    for n, (file, root, data, digest) in enumerate(changed, 1):
+        key = str(file)
+        if progress:
+            progress(n - 1, len(changed), file.name)
+        try:
+            text, warning = decode_document(data, str(file))
+        except UserError as err:
+            if file in explicit:
+                raise
+            report.skipped.append(str(err))
+            continue
+        if warning:
+            report.warnings.append(warning)
+        if not text.strip():
+            msg = f"{file}: empty, nothing to index"
+            if file in explicit and len(files) == 1:
+                raise UserError(msg)
+            report.skipped.append(msg)
+            continue
+        chunks = chunk_document(text, _display_source(file, root), key)
+        old = store.manifest.files.get(key)
+        if old:
+            store.delete(old.chunks)
+        _embed_and_store(store, chunks, embedder)
+        store.manifest.files[key] = FileEntry(hash=digest, source=_display_source(file, root), root=str(root), chunks=[c.id for c in chunks])
+        (report.updated if old else report.added).append(key)
+        report.chunks_embedded += len(chunks)
+        store.save_manifest()  # after each file: an interrupted run keeps what it did
+    if progress and changed:
+        progress(len(changed), len(changed), "")
+    if changed or report.removed:
+        store.rebuild_bm25()
+    store.save_manifest()
+    report.total_chunks = store.count()
+    return report
+
+
+def cards_hash() -> str:
+    from rlmedic import __version__
+    from rlmedic.knowledge.cards import CARDS_DIR
+
+    h = hashlib.sha256(__version__.encode())
+    for path in sorted(CARDS_DIR.glob("*.yaml")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def card_chunks() -> list[Chunk]:
+    from rlmedic.knowledge.cards import builtin_cards
+
+    chunks = []
+    for card in builtin_cards():
+        text = card.to_text()
+        chunk_id = "card-" + card.id
+        chunks.append(
+            Chunk(chunk_id, text, f"card:{card.id}", "", card.title, 1, text.count("\n") + 1, kind="card")
+        )
+    return chunks
+
+
+def ensure_cards(store: Store, *, embedder=None) -> bool:
+    """Index the built-in cards if they are missing or changed. Returns True if it did."""
+    digest = cards_hash()
+    if store.manifest.cards_hash == digest:
+        return False
+    from rlmedic.knowledge.embeddings import default_embedder
+
+    old = store.manifest.files.pop(CARDS_KEY, None)
+    if old:
+        store.delete(old.chunks)
+    chunks = card_chunks()
+    _embed_and_store(store, chunks, embedder or default_embedder())
+    store.manifest.files[CARDS_KEY] = FileEntry(hash=digest, source="cards", root="", chunks=[c.id for c in chunks])
+    store.manifest.cards_hash = digest
+    store.rebuild_bm25()
+    store.save_manifest()
+    return True

@@ -1,0 +1,119 @@
+"""Hybrid retrieval: dense (Chroma) + sparse (BM25), fused, with exact identifiers.
+
+Reciprocal rank fusion (RRF) merges the two rankings without calibrating their scores.
+Chunks that literally contain an identifier or quoted error string from the query
+(``mem_fraction_static``, ``--max-tokens-per-gpu``, ``/get_model_info``) get a boost
+worth one extra first place, because users who paste a key name want the section
+that names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from rlmedic.errors import UserError
+from rlmedic.knowledge.store import Store
+from rlmedic.knowledge.tokenize import identifiers, normalize_identifier, tokenize
+from rlmedic.types import Citation
+
+RRF_K = 60
+CANDIDATES = 40
+Mode = Literal["hybrid", "dense", "bm25"]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    id: str
+    source: str
+    section: str
+    score: float
+    text: str
+    kind: str
+    path: str
+    line_start: int
+    line_end: int
+
+    @property
+    def card_id(self) -> str:
+        return self.source.removeprefix("card:") if self.kind == "card" else ""
+
+    @property
+    def citation(self) -> Citation:
+        if self.kind == "card":
+            return Citation(kind="card", ref=self.card_id, section=self.section)
+        return Citation(kind="doc", ref=self.source, section=self.section, lines=(self.line_start, self.line_end))
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "section": self.section,
+            "score": round(self.score, 5),
+            "text": self.text,
+            "citation": str(self.citation),
+            "kind": self.kind,
+            "lines": [self.line_start, self.line_end],
+        }
+
+
+def _normalized_text(text: str) -> str:
+    return text.lower().replace("-", "_")
+
+
+def search(
+    store: Store,
+    query: str,
+    k: int = 5,
+    *,
+    mode: Mode = "hybrid",
+    kind: str | None = None,
+    embedder=None,
+) -> list[SearchResult]:
+    """Top ``k`` chunks for ``query``. ``kind`` restricts to ``doc`` or ``card``."""
+    if not query.strip():
+        raise UserError("the query is empty")
+    if store.count() == 0:
+        raise UserError(f"the index at {store.directory} is empty: add documents with `rlmedic index PATH`")
+    fused: dict[str, float] = {}
+    n = max(CANDIDATES, k * 4)
+    if mode in ("hybrid", "dense"):
+        from rlmedic.knowledge.embeddings import default_embedder
+
+        vector = (embedder or default_embedder()).embed_query(query)
+        for rank, (cid, _sim) in enumerate(store.dense_query(vector, n, kind=kind)):
+            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    sparse_hits: list[tuple[str, float]] = []
+    if mode in ("hybrid", "bm25"):
+        sparse_hits = store.sparse_query(tokenize(query), n * (3 if kind else 1))
+        for rank, (cid, _score) in enumerate(sparse_hits):
+            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    if not fused:
+        return []
+    records = store.get(list(fused))
+    if kind:
+        fused = {cid: s for cid, s in fused.items() if cid in records and records[cid][1].get("kind") == kind}
+    if mode == "hybrid":
+        wanted = identifiers(query)
+        if wanted:
+            for cid in fused:
+                text = _normalized_text(records.get(cid, ("", {}))[0])
+                hits = sum(1 for ident in wanted if normalize_identifier(ident) in text or ident in text)
+                fused[cid] += (hits / len(wanted)) * (1.0 / (RRF_K + 1))
+    ranked = sorted(fused.items(), key=lambda item: item[1], reverse=True)[:k]
+    results = []
+    for cid, score in ranked:
+        text, meta = records[cid]
+        results.append(
+            SearchResult(
+                id=cid,
+                source=str(meta.get("source", "")),
+                section=str(meta.get("section", "")),
+                score=score,
+                text=text,
+                kind=str(meta.get("kind", "doc")),
+                path=str(meta.get("path", "")),
+                line_start=int(meta.get("line_start", 0)),
+                line_end=int(meta.get("line_end", 0)),
+            )
+        )
+    return results

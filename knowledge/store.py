@@ -1,0 +1,164 @@
+"""The on-disk knowledge index: a Chroma collection, a BM25 index and a manifest.
+
+Layout of an index directory::
+
+    chroma/         persistent Chroma store (dense vectors + chunk text + metadata)
+    bm25/           bm25s index over the same chunks (rebuilt when chunks change)
+    manifest.json   per-file content hash and chunk ids (incremental re-index)
+
+The manifest is the only thing read when nothing changed, so a no-op re-index never
+loads the embedding model or Chroma.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlmedic.errors import UserError
+
+COLLECTION = "rlmedic_chunks"
+MANIFEST_VERSION = 1
+
+
+@dataclass
+class FileEntry:
+    hash: str
+    source: str
+    root: str
+    chunks: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Manifest:
+    files: dict[str, FileEntry] = field(default_factory=dict)
+    cards_hash: str = ""
+    embedder: str = ""
+
+    @classmethod
+    def load(cls, path: Path) -> Manifest:
+        if not path.exists():
+            return cls()
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise UserError(f"{path}: index manifest is unreadable ({exc}); delete the index directory and re-index") from exc
+        if raw.get("version") != MANIFEST_VERSION:
+            raise UserError(f"{path}: index was written by another rlmedic version; delete it and re-index")
+        files = {k: FileEntry(**v) for k, v in raw.get("files", {}).items()}
+        return cls(files=files, cards_hash=raw.get("cards_hash", ""), embedder=raw.get("embedder", ""))
+
+    def save(self, path: Path) -> None:
+        data = {
+            "version": MANIFEST_VERSION,
+            "embedder": self.embedder,
+            "cards_hash": self.cards_hash,
+            "files": {k: vars(v) for k, v in sorted(self.files.items())},
+        }
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+class Store:
+    """Opens lazily: Chroma and bm25s are imported on first use."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self.manifest_path = self.directory / "manifest.json"
+        self.manifest = Manifest.load(self.manifest_path)
+        self._collection = None
+        self._bm25 = None
+        self._bm25_ids: list[str] | None = None
+
+    # -- dense side -------------------------------------------------------------------
+    @property
+    def collection(self):
+        if self._collection is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+            import chromadb
+            from chromadb.config import Settings
+
+            client = chromadb.PersistentClient(
+                path=str(self.directory / "chroma"), settings=Settings(anonymized_telemetry=False)
+            )
+            self._collection = client.get_or_create_collection(
+                COLLECTION, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+            )
+        return self._collection
+
+    def add(self, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]], vectors: list[list[float]]) -> None:
+        for start in range(0, len(ids), 1000):
+            end = start + 1000
+            self.collection.upsert(
+                ids=ids[start:end], documents=texts[start:end], metadatas=metadatas[start:end], embeddings=vectors[start:end]
+            )
+
+    def delete(self, ids: list[str]) -> None:
+        for start in range(0, len(ids), 1000):
+            self.collection.delete(ids=ids[start : start + 1000])
+
+    def count(self) -> int:
+        return sum(len(e.chunks) for e in self.manifest.files.values())
+
+    def dense_query(self, vector: list[float], n: int, kind: str | None = None) -> list[tuple[str, float]]:
+        total = self.collection.count()
+        if total == 0:
+            return []
+        where = {"kind": kind} if kind else None
+        res = self.collection.query(query_embeddings=[vector], n_results=min(n, total), where=where, include=["distances"])
+        return list(zip(res["ids"][0], [1.0 - d for d in res["distances"][0]]))
+
+    def get(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        if not ids:
+            return {}
+        res = self.collection.get(ids=ids, include=["documents", "metadatas"])
+        return {i: (doc, meta) for i, doc, meta in zip(res["ids"], res["documents"], res["metadatas"])}
+
+    # -- sparse side ------------------------------------------------------------------
+    def rebuild_bm25(self) -> None:
+        """Re-tokenise every chunk; cheap next to embedding (a few thousand chunks)."""
+        import bm25s
+
+        from rlmedic.knowledge.tokenize import tokenize
+
+        res = self.collection.get(include=["documents"])
+        ids, docs = res["ids"], res["documents"]
+        bm25_dir = self.directory / "bm25"
+        bm25_dir.mkdir(parents=True, exist_ok=True)
+        if not ids:
+            (bm25_dir / "ids.json").write_text("[]", encoding="utf-8")
+            self._bm25, self._bm25_ids = None, []
+            return
+        retriever = bm25s.BM25()
+        retriever.index([tokenize(d) or ["_empty_"] for d in docs], show_progress=False)
+        retriever.save(str(bm25_dir), show_progress=False)
+        (bm25_dir / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
+        self._bm25, self._bm25_ids = retriever, ids
+
+    def sparse_query(self, tokens: list[str], n: int) -> list[tuple[str, float]]:
+        if self._bm25_ids is None:
+            ids_path = self.directory / "bm25" / "ids.json"
+            if not ids_path.exists():
+                return []
+            self._bm25_ids = json.loads(ids_path.read_text(encoding="utf-8"))
+            if self._bm25_ids:
+                import bm25s
+
+                self._bm25 = bm25s.BM25.load(str(self.directory / "bm25"))
+        if not self._bm25_ids or not tokens or self._bm25 is None:
+            return []
+        vocab = self._bm25.vocab_dict
+        known = [t for t in tokens if t in vocab]
+        if not known:
+            return []
+        docs, scores = self._bm25.retrieve([known], k=min(n, len(self._bm25_ids)), show_progress=False, n_threads=1)
+        return [(self._bm25_ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
+
+    def save_manifest(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.manifest.save(self.manifest_path)
