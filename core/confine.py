@@ -18,6 +18,9 @@ from rlmedic.errors import AccessDenied, UserError
 #: Default cap on bytes a single read returns (text handed to a model or a UI).
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 
+#: Default cap on directory entries one :meth:`Confinement.walk_files` visits.
+DEFAULT_MAX_ENTRIES = 200_000
+
 REDACTED = "[REDACTED]"
 
 # Each pattern keeps any prefix in group 1 and replaces the secret after it.
@@ -110,6 +113,74 @@ class Confinement:
         if looks_binary(data):
             raise UserError(f"{path}: looks like a binary file, not text")
         return data.decode("utf-8", errors="replace")
+
+    def list_dir(self, path: str | os.PathLike[str]) -> list[Path]:
+        """Sorted entries of an allowed directory; entries whose target escapes the roots are left out."""
+        resolved = self.existing(path)
+        if not resolved.is_dir():
+            raise UserError(f"{path}: is not a directory")
+        try:
+            names = sorted(os.listdir(resolved))
+        except OSError as exc:
+            raise UserError(f"{path}: cannot list ({exc.strerror})") from exc
+        return [resolved / name for name in names if self.allows(resolved / name)]
+
+    def allows(self, path: str | os.PathLike[str]) -> bool:
+        """True when ``path`` (after resolving symlinks) lies under an allowed root."""
+        try:
+            self.check(path)
+        except AccessDenied:
+            return False
+        return True
+
+    def walk_files(self, path: str | os.PathLike[str], max_entries: int = DEFAULT_MAX_ENTRIES) -> WalkResult:
+        """Files under an allowed directory with their sizes, without following symlinks.
+
+        Stops after ``max_entries`` entries (files and directories) and says so in
+        :attr:`WalkResult.truncated`, so a huge tree cannot stall a request.
+        """
+        resolved = self.existing(path)
+        result = WalkResult()
+        if resolved.is_file():
+            result.files.append((resolved, resolved.stat().st_size))
+            return result
+        stack = [resolved]
+        seen = 0
+        while stack:
+            directory = stack.pop()
+            try:
+                entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            except OSError:
+                result.unreadable.append(Path(directory))
+                continue
+            for entry in entries:
+                seen += 1
+                if seen > max_entries:
+                    result.truncated = True
+                    return result
+                try:
+                    if entry.is_symlink():
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=False):
+                        result.files.append((Path(entry.path), entry.stat(follow_symlinks=False).st_size))
+                except OSError:
+                    result.unreadable.append(Path(entry.path))
+        return result
+
+
+@dataclass
+class WalkResult:
+    """What :meth:`Confinement.walk_files` saw: (path, size) pairs, and whether it stopped early."""
+
+    files: list[tuple[Path, int]] = field(default_factory=list)
+    truncated: bool = False
+    unreadable: list[Path] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(size for _path, size in self.files)
 
 
 def looks_binary(data: bytes) -> bool:
