@@ -27,7 +27,7 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except UserError as exc:
             click.echo(f"rlmedic: error: {exc}", err=True)
-            raise click.exceptions.Exit(2) from None
+            sys.exit(2)
 
 
 app = typer.Typer(

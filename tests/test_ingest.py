@@ -1,0 +1,165 @@
+"""Ingestion: chunks keep source/heading/lines; re-index is incremental; bad input is refused clearly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rlmedic.errors import UserError
+from rlmedic.knowledge.chunking import chunk_document, faq_items_to_headings, rst_to_markdown_headings
+from rlmedic.knowledge.index import KnowledgeBase
+from rlmedic.ui.cli import app
+
+DOC_A = """# Rollout guide
+
+Intro line.
+
+## Memory
+
+Lower `mem_fraction_static` when the rollout server runs out of memory.
+
+## Networking
+
+Set NCCL_SOCKET_IFNAME for multi-node jobs.
+"""
+
+DOC_RST = """Checkpoints
+===========
+
+Saving
+------
+
+Use the saver frequency to control how often checkpoints are written.
+"""
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "a.md").write_text(DOC_A)
+    (root / "b.rst").write_text(DOC_RST)
+    (root / "c.txt").write_text("# Plain\n\nGradient clipping keeps the grad norm bounded when loss spikes.\n")
+    return root
+
+
+def test_chunks_keep_heading_path_and_line_range() -> None:
+    chunks = chunk_document(DOC_A, "docs/a.md", "/x/a.md")
+    by_section = {c.section: c for c in chunks}
+    memory = by_section["Rollout guide > Memory"]
+    lines = DOC_A.split("\n")
+    assert lines[memory.line_start - 1] == "## Memory"
+    assert "mem_fraction_static" in lines[memory.line_end - 1] or "mem_fraction_static" in memory.text
+    assert memory.source == "docs/a.md" and memory.path == "/x/a.md"
+    assert "Rollout guide > Networking" in by_section
+
+
+def test_rst_and_faq_become_sections_without_moving_lines() -> None:
+    converted = rst_to_markdown_headings(DOC_RST)
+    assert converted.count("\n") == DOC_RST.count("\n")
+    assert converted.splitlines()[0] == "# Checkpoints" and "## Saving" in converted
+    faq = "# FAQ\n\n1.  **Why is my job stuck?**\n\n    Check the GPUs.\n"
+    assert faq_items_to_headings(faq).splitlines()[2] == "## Why is my job stuck?"
+
+
+def test_long_sections_are_split_and_keep_their_heading() -> None:
+    body = "\n\n".join(f"Paragraph {i} about weight sync timeouts and NCCL buffers." * 3 for i in range(80))
+    chunks = chunk_document(f"# Big\n\n## Sync\n\n{body}\n", "big.md")
+    assert len(chunks) > 3
+    assert all(c.section == "Big > Sync" for c in chunks)
+    assert all(c.text.startswith("Big > Sync") or c.text.startswith("## Sync") for c in chunks)
+    assert chunks[-1].line_end >= chunks[0].line_end
+
+
+def test_index_then_search_and_incremental_reindex(docs: Path, tmp_path: Path) -> None:
+    kb = KnowledgeBase(tmp_path / "idx", with_cards=False)
+    first = kb.index([docs])
+    assert len(first.added) == 3 and first.chunks_embedded >= 4
+    top = kb.search("rollout server out of memory", k=1)[0]
+    assert top.source == "docs/a.md" and top.section == "Rollout guide > Memory"
+    assert "lines" in str(top.citation)
+
+    again = KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    assert again.chunks_embedded == 0 and len(again.unchanged) == 3 and not again.added
+
+    (docs / "a.md").write_text(DOC_A.replace("NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE"))
+    (docs / "c.txt").unlink()
+    kb2 = KnowledgeBase(tmp_path / "idx", with_cards=False)
+    changed = kb2.index([docs])
+    assert [Path(p).name for p in changed.updated] == ["a.md"]
+    assert [Path(p).name for p in changed.removed] == ["c.txt"]
+    sources = {r.source for r in kb2.search("gradient clipping grad norm", k=10)}
+    assert "docs/c.txt" not in sources
+    assert any("NCCL_IB_DISABLE" in r.text for r in kb2.search("NCCL_IB_DISABLE", k=3))
+
+
+def test_bad_inputs_give_clear_errors(tmp_path: Path) -> None:
+    kb = KnowledgeBase(tmp_path / "idx", with_cards=False)
+    with pytest.raises(UserError, match="no such file"):
+        kb.index([tmp_path / "missing"])
+    binary = tmp_path / "model.txt"
+    binary.write_bytes(b"\x00\x01\x02" * 100)
+    with pytest.raises(UserError, match="binary"):
+        kb.index([binary])
+    empty = tmp_path / "empty.md"
+    empty.write_text("")
+    with pytest.raises(UserError, match="empty"):
+        kb.index([empty])
+    big = tmp_path / "huge.md"
+    with open(big, "wb") as fh:
+        fh.truncate(50 * 1024 * 1024)
+    with pytest.raises(UserError, match="over the .* limit"):
+        kb.index([big])
+
+
+def test_bad_files_inside_a_folder_are_skipped_not_fatal(tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "good.md").write_text("# Good\n\nReward stays at zero when the reward function never matches.\n")
+    (folder / "blob.txt").write_bytes(b"\x00" * 64)
+    (folder / "empty.md").write_text("   \n")
+    (folder / "latin.txt").write_bytes("# Caf\xe9\n\nThe r\xe9sum\xe9 of a run.\n".encode("latin-1"))
+    report = KnowledgeBase(tmp_path / "idx", with_cards=False).index([folder])
+    assert sorted(Path(p).name for p in report.added) == ["good.md", "latin.txt"]
+    assert any("binary" in s for s in report.skipped) and any("empty" in s for s in report.skipped)
+    assert any("not valid UTF-8" in w for w in report.warnings)
+
+
+def test_search_on_an_empty_index_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="empty"):
+        KnowledgeBase(tmp_path / "idx", with_cards=False).search("anything")
+
+
+def test_cli_user_errors_are_one_line_exit_2(tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["index", str(tmp_path / "nope"), "--index-dir", str(tmp_path / "i")])
+    assert result.exit_code == 2
+    assert result.output.strip().startswith("rlmedic: error:") and "no such file" in result.output
+    assert "Traceback" not in result.output
+    blob = tmp_path / "x.md"
+    blob.write_bytes(b"\x00abc")
+    result = runner.invoke(app, ["index", str(blob), "--index-dir", str(tmp_path / "i")])
+    assert result.exit_code == 2 and "binary" in result.output
+
+
+def test_index_persists_across_processes(docs: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "RLMEDIC_HOME": str(tmp_path / "home")}
+    exe = [sys.executable, "-m", "rlmedic"]
+    done = subprocess.run([*exe, "index", str(docs), "--json"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["added"]) == 3
+    found = subprocess.run(
+        [*exe, "search", "NCCL_SOCKET_IFNAME multi-node", "--kind", "doc", "--json"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert found.returncode == 0, found.stderr
+    results = json.loads(found.stdout)["results"]
+    assert results[0]["source"] == "docs/a.md"
+    assert set(results[0]) >= {"source", "section", "score", "text", "citation"}
+    assert (tmp_path / "home" / "index" / "manifest.json").exists()
