@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from rlmedic.errors import AccessDenied, UserError
 
@@ -39,6 +40,22 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
     ("wandb_key", re.compile(r"(?i)(wandb[_-]?api[_-]?key\s*[=:]\s*['\"]?)[A-Za-z0-9_]{20,}")),
     ("wandb_local_key", re.compile(r"()\blocal-[0-9a-f]{40}\b")),
+    ("authorization_quoted", re.compile(r"(?i)(authorization['\"]\s*[:=]\s*['\"](?:bearer|basic|token)?\s*)[^\s'\",]+")),
+    ("wandb_login", re.compile(r"(?i)(wandb\s+login\s+(?:--\S+\s+)*)[0-9a-f]{40}\b")),
+    (
+        "secret_cli_flag",
+        re.compile(
+            r"(?i)(--[\w-]*(?:api[_-]?key|wandb[_-]?key|access[_-]?key|secret[_-]?key|auth[_-]?key|token|secret|password"
+            r"|passwd)(?:=|\s+))(?!\[REDACTED\])[^\s'\"]+"
+        ),
+    ),
+    (
+        "secret_args_dump",
+        re.compile(
+            r"(?i)(\b\w*(?:api_key|wandb_key|access_key|secret_key|(?:hf|api|auth|access|wandb|github|slack)_token|secret"
+            r"|password|passwd)\s+\.{3,}\s+)(?!None\b|\[REDACTED\])\S+"
+        ),
+    ),
     (
         "generic_secret_assignment",
         re.compile(
@@ -104,6 +121,16 @@ class Confinement:
         try:
             with open(resolved, "rb") as fh:
                 return fh.read(limit)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
+
+    def open_binary(self, path: str | os.PathLike[str]) -> BinaryIO:
+        """Open an allowed regular file for streaming reads (the caller caps how much it reads)."""
+        resolved = self.existing(path)
+        if resolved.is_dir():
+            raise UserError(f"{path}: is a directory, expected a file")
+        try:
+            return open(resolved, "rb")  # noqa: SIM115 - the caller closes it
         except OSError as exc:
             raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
 
