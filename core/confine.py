@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from rlmedic.errors import AccessDenied, UserError
 
@@ -161,16 +161,18 @@ class Confinement:
         return True
 
     def walk_files(self, path: str | os.PathLike[str], max_entries: int = DEFAULT_MAX_ENTRIES) -> WalkResult:
-        """Files under an allowed directory with their sizes, without following symlinks.
+        """Files (with size and mtime) and directories under an allowed directory, without following symlinks.
 
-        Stops after ``max_entries`` entries (files and directories) and says so in
-        :attr:`WalkResult.truncated`, so a huge tree cannot stall a request.
+        Stops after ``max_entries`` entries and says so in :attr:`WalkResult.truncated`,
+        so a huge tree cannot stall a request.
         """
         resolved = self.existing(path)
         result = WalkResult()
         if resolved.is_file():
-            result.files.append((resolved, resolved.stat().st_size))
+            st = resolved.stat()
+            result.files.append(FileEntry(resolved, st.st_size, st.st_mtime))
             return result
+        result.dirs.append(resolved)
         stack = [resolved]
         seen = 0
         while stack:
@@ -189,25 +191,34 @@ class Confinement:
                     if entry.is_symlink():
                         continue
                     if entry.is_dir(follow_symlinks=False):
+                        result.dirs.append(Path(entry.path))
                         stack.append(Path(entry.path))
                     elif entry.is_file(follow_symlinks=False):
-                        result.files.append((Path(entry.path), entry.stat(follow_symlinks=False).st_size))
+                        st = entry.stat(follow_symlinks=False)
+                        result.files.append(FileEntry(Path(entry.path), st.st_size, st.st_mtime))
                 except OSError:
                     result.unreadable.append(Path(entry.path))
         return result
 
 
+class FileEntry(NamedTuple):
+    path: Path
+    size: int
+    mtime: float
+
+
 @dataclass
 class WalkResult:
-    """What :meth:`Confinement.walk_files` saw: (path, size) pairs, and whether it stopped early."""
+    """What :meth:`Confinement.walk_files` saw: files, directories, and whether it stopped early."""
 
-    files: list[tuple[Path, int]] = field(default_factory=list)
+    files: list[FileEntry] = field(default_factory=list)
+    dirs: list[Path] = field(default_factory=list)
     truncated: bool = False
     unreadable: list[Path] = field(default_factory=list)
 
     @property
     def total_bytes(self) -> int:
-        return sum(size for _path, size in self.files)
+        return sum(entry.size for entry in self.files)
 
 
 def looks_binary(data: bytes) -> bool:

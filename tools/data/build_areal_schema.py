@@ -31,6 +31,8 @@ _ANCHOR = re.compile(r"^\(section-([a-z0-9-]+)\)=\s*$")
 _HEADING = re.compile(r"^## (.+?)\s*$")
 _LINK = re.compile(r"\[`([^`]+)`\]\(section-([a-z0-9-]+)\)")
 _CHOICES = re.compile(r"\*\*Choices:\*\*\s*(.+?)\s*$")
+#: "Replaces the removed ``a`` and ``b``": field names a section's class took over.
+_REMOVED = re.compile(r"removed\s+((?:``\w+``(?:\s*(?:,|and)\s*)*)+)")
 
 
 def _split_row(line: str) -> list[str]:
@@ -118,7 +120,11 @@ def parse_reference(text: str) -> dict[str, Any]:
                 sections[anchor] = current
             anchor = None
             continue
-        if current is None or not line.startswith("| `"):
+        if current is None:
+            continue
+        if not line.startswith("| `"):
+            for group in _REMOVED.findall(line):
+                current.setdefault("replaces_removed", []).extend(re.findall(r"``(\w+)``", group))
             continue
         cells = _split_row(line)
         if len(cells) < 3:
