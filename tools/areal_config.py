@@ -1,0 +1,834 @@
+"""AReaL YAML configs: round-trip loading, minimal edits, and the schema check.
+
+Parsing uses ruamel.yaml's round-trip loader, which keeps comments, key order and
+each key's line and column. Edits are applied as *surgical text patches* at those
+positions (change one scalar, insert one key, rename or delete one key), so a
+corrected config differs from the user's file only on the lines that changed and an
+unedited config dumps back byte for byte. After every patch the text is parsed again
+and the edit verified.
+
+The schema (``data/areal_schema.json``) is generated from AReaL's configuration
+reference by ``data/build_areal_schema.py``; the product never reads the docs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import io
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlmedic.confine import Confinement
+from rlmedic.errors import UserError
+from rlmedic.tools.config_rules import Problem, doc_citation
+
+DATA = Path(__file__).parent / "data"
+SCHEMA_PATH = DATA / "areal_schema.json"
+REFERENCE_DOC = "AReaL docs/en/cli_reference.md"
+
+_MISSING = object()
+_INTERP = re.compile(r"\$\{([^${}]+)\}")
+
+
+class ConfigEditError(Exception):
+    """A patch could not be applied as text (internal; callers see UserError)."""
+
+
+# --------------------------------------------------------------------------- YAML I/O
+
+
+def _yaml() -> Any:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    yaml.representer.add_representer(type(None), lambda rep, _d: rep.represent_scalar("tag:yaml.org,2002:null", "null"))
+    return yaml
+
+
+def _parse(text: str, where: str) -> Any:
+    from ruamel.yaml.error import YAMLError
+
+    try:
+        data = _yaml().load(text)
+    except YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{where}: invalid YAML{at} ({problem})") from exc
+    if data is None:
+        from ruamel.yaml.comments import CommentedMap
+
+        data = CommentedMap()
+    if not hasattr(data, "items"):
+        raise UserError(f"{where}: an AReaL config must be a YAML mapping at the top level")
+    return data
+
+
+def format_scalar(value: Any) -> str:
+    """A Python value as a YAML scalar in the style AReaL configs use."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        return text if ("e" in text or "." in text or "inf" in text or "nan" in text) else text + ".0"
+    text = str(value)
+    if text == "" or re.search(r"[:#{}\[\],&*!|>'\"%@`]|^\s|\s$|^[-?]", text) or text.lower() in (
+        "null", "true", "false", "yes", "no", "on", "off", "~",
+    ) or re.fullmatch(r"[-+]?(\d[\d_]*)?(\.\d*)?([eE][-+]?\d+)?", text):
+        return json.dumps(text)
+    return text
+
+
+# --------------------------------------------------------------------------- config
+
+
+@dataclass
+class ArealConfig:
+    """One AReaL YAML file: its text, its round-trip tree, and edits made to it."""
+
+    path: str
+    original: str
+    text: str = ""
+    data: Any = None
+
+    def __post_init__(self) -> None:
+        if not self.text:
+            self.text = self.original
+        if self.data is None:
+            self.data = _parse(self.text, self.path)
+
+    # ---- reading
+
+    def node(self, key: str) -> Any:
+        """The raw (unresolved) value at a dotted key, or raise KeyError."""
+        node = self.data
+        for part in _split(key):
+            if isinstance(node, list):
+                node = node[int(part)]
+            elif hasattr(node, "items") and part in node:
+                node = node[part]
+            else:
+                raise KeyError(key)
+        return node
+
+    def has(self, key: str) -> bool:
+        try:
+            self.node(key)
+        except (KeyError, IndexError, ValueError):
+            return False
+        return True
+
+    def get(self, key: str, default: Any = None, *, resolve: bool = True) -> Any:
+        """The value at ``key`` with ``${a.b}`` interpolations resolved (OmegaConf style)."""
+        try:
+            value = self.node(key)
+        except (KeyError, IndexError, ValueError):
+            return default
+        return self._resolve(value, set()) if resolve else value
+
+    def _resolve(self, value: Any, seen: set[str]) -> Any:
+        if not isinstance(value, str) or "${" not in value:
+            return _plain(value)
+        whole = _INTERP.fullmatch(value.strip())
+        if whole:
+            ref = whole.group(1).strip()
+            if ":" in ref or ref in seen:  # resolvers (${oc.env:X}) and cycles stay as written
+                return str(value)
+            try:
+                target = self.node(ref)
+            except (KeyError, IndexError, ValueError):
+                return str(value)
+            return self._resolve(target, seen | {ref})
+
+        def sub(match: re.Match[str]) -> str:
+            ref = match.group(1).strip()
+            if ":" in ref or ref in seen or not self.has(ref):
+                return match.group(0)
+            resolved = self._resolve(self.node(ref), seen | {ref})
+            return match.group(0) if isinstance(resolved, (dict, list)) else str(resolved)
+
+        return _INTERP.sub(sub, str(value))
+
+    def line(self, key: str) -> int | None:
+        """1-based line of ``key`` in the current text, if present."""
+        parts = _split(key)
+        try:
+            parent = self.node(".".join(parts[:-1])) if len(parts) > 1 else self.data
+            if isinstance(parent, list):
+                return parent.lc.item(int(parts[-1]))[0] + 1
+            return parent.lc.key(parts[-1])[0] + 1
+        except (KeyError, IndexError, ValueError, AttributeError, TypeError):
+            return None
+
+    def keys(self) -> Iterator[str]:
+        """Every dotted key of the file (mappings inside lists use the item index)."""
+        yield from _walk_keys(self.data, "")
+
+    @property
+    def changed(self) -> bool:
+        return self.text != self.original
+
+    def dump(self) -> str:
+        return self.text
+
+    def diff(self, from_name: str = "", to_name: str = "") -> str:
+        """Unified diff from the original text to the current text."""
+        name = Path(self.path).name
+        return "".join(
+            difflib.unified_diff(
+                self.original.splitlines(keepends=True),
+                self.text.splitlines(keepends=True),
+                fromfile=from_name or f"a/{name}",
+                tofile=to_name or f"b/{name}",
+            )
+        )
+
+    def copy(self) -> ArealConfig:
+        return ArealConfig(path=self.path, original=self.original, text=self.text)
+
+    # ---- editing (text patches, verified by re-parsing)
+
+    def set(self, key: str, value: Any) -> None:
+        """Set a scalar at ``key``; missing parent mappings are created. ``dict`` values set each leaf."""
+        if isinstance(value, dict):
+            for sub, sub_value in value.items():
+                self.set(f"{key}.{sub}", sub_value)
+            return
+        lines = self.text.splitlines(keepends=True)
+        parts = _split(key)
+        if self.has(key):
+            lines = self._replace_value(lines, parts, value)
+        else:
+            lines = self._insert_key(lines, parts, value)
+        self._commit("".join(lines), key, value)
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` and everything under it."""
+        if not self.has(key):
+            return
+        parts = _split(key)
+        parent = self.node(".".join(parts[:-1])) if len(parts) > 1 else self.data
+        if isinstance(parent, list) or getattr(parent, "fa", None) is not None and parent.fa.flow_style():
+            raise UserError(f"{self.path}: cannot delete {key} (inside a list or a flow mapping); edit it by hand")
+        start, col = parent.lc.key(parts[-1])
+        end = _block_end(self.text.splitlines(keepends=True), start, col)
+        lines = self.text.splitlines(keepends=True)
+        del lines[start:end]
+        text = "".join(lines)
+        data = _parse(text, self.path)
+        self.text, self.data = text, data
+        if self.has(key):
+            raise UserError(f"{self.path}: could not delete {key}")
+
+    def rename(self, key: str, new_name: str) -> None:
+        """Rename the last part of ``key`` in place, keeping its value, comments and position."""
+        parts = _split(key)
+        parent = self.node(".".join(parts[:-1])) if len(parts) > 1 else self.data
+        row, col = parent.lc.key(parts[-1])
+        lines = self.text.splitlines(keepends=True)
+        old = parts[-1]
+        if not lines[row][col:].startswith(old):
+            raise UserError(f"{self.path}: cannot rename {key} as text; edit it by hand")
+        lines[row] = lines[row][:col] + new_name + lines[row][col + len(old) :]
+        text = "".join(lines)
+        data = _parse(text, self.path)
+        self.text, self.data = text, data
+        new_key = ".".join([*parts[:-1], new_name])
+        if not self.has(new_key):
+            raise UserError(f"{self.path}: could not rename {key} to {new_name}")
+
+    def _commit(self, text: str, key: str, value: Any) -> None:
+        data = _parse(text, self.path)
+        check = ArealConfig(path=self.path, original=self.original, text=text, data=data)
+        if _plain(check.get(key, _MISSING, resolve=False)) != _plain(value):
+            raise UserError(f"{self.path}: could not set {key} to {value!r} as a text edit; edit it by hand")
+        self.text, self.data = text, data
+
+    def _replace_value(self, lines: list[str], parts: list[str], value: Any) -> list[str]:
+        parent = self.node(".".join(parts[:-1])) if len(parts) > 1 else self.data
+        current = parent[int(parts[-1])] if isinstance(parent, list) else parent[parts[-1]]
+        if hasattr(current, "items") or isinstance(current, list):
+            raise UserError(f"{self.path}: {'.'.join(parts)} is a section, not a single value")
+        if isinstance(parent, list):
+            row, col = parent.lc.item(int(parts[-1]))
+        else:
+            (krow, kcol), (row, col) = parent.lc.key(parts[-1]), parent.lc.value(parts[-1])
+            line = lines[krow]
+            colon = _key_colon(line, kcol)
+            if row != krow:  # empty value (`key:`) -> ruamel points at the next token
+                rest = line[colon + 1 :]
+                comment = _comment_start(rest)
+                lines[krow] = line[: colon + 1] + " " + format_scalar(value) + (
+                    ("  " + rest[comment:].lstrip()) if comment is not None else "\n" if line.endswith("\n") else ""
+                )
+                return lines
+        line = lines[row]
+        end = _scalar_end(line, col)
+        if end is None:
+            raise UserError(f"{self.path}: {'.'.join(parts)} spans several lines; edit it by hand")
+        new = format_scalar(value)
+        old_quote = line[col] if line[col] in "\"'" else ""
+        if old_quote and isinstance(value, str) and not new.startswith(('"', "'")):
+            new = json.dumps(value) if old_quote == '"' else "'" + value.replace("'", "''") + "'"
+        lines[row] = line[:col] + new + line[end:]
+        return lines
+
+    def _insert_key(self, lines: list[str], parts: list[str], value: Any) -> list[str]:
+        # Deepest existing mapping on the path; create the rest beneath it.
+        depth = 0
+        node = self.data
+        while depth < len(parts) - 1 and hasattr(node, "items") and parts[depth] in node and hasattr(node[parts[depth]], "items"):
+            node = node[parts[depth]]
+            depth += 1
+        if depth < len(parts) - 1 and hasattr(node, "items") and parts[depth] in node:
+            blocker = ".".join(parts[: depth + 1])
+            raise UserError(f"{self.path}: cannot create {'.'.join(parts)}: {blocker} is not a mapping")
+        if getattr(node, "fa", None) is not None and node.fa.flow_style() and len(node):
+            raise UserError(f"{self.path}: {'.'.join(parts[:depth]) or 'top level'} is a flow mapping; edit it by hand")
+        if depth == 0:
+            indent, step = 0, _indent_step(self.data)
+            at = _last_content_line(lines) + 1
+        else:
+            first = next(iter(node))
+            row, col = node.lc.key(first)
+            indent = col
+            step = _indent_step(self.data)
+            last = list(node)[-1]
+            at = _block_end(lines, *node.lc.key(last))
+            # keep trailing blank lines/comments of the block after the new key
+            while at > row + 1 and not lines[at - 1].strip():
+                at -= 1
+        new_lines = []
+        for offset, part in enumerate(parts[depth:-1]):
+            new_lines.append(" " * (indent + offset * step) + f"{part}:\n")
+        leaf_indent = indent + (len(parts) - 1 - depth) * step
+        new_lines.append(" " * leaf_indent + f"{parts[-1]}: {format_scalar(value)}\n")
+        if at > 0 and at <= len(lines) and not lines[at - 1].endswith("\n"):
+            lines[at - 1] += "\n"
+        return lines[:at] + new_lines + lines[at:]
+
+
+def _plain(value: Any) -> Any:
+    """ruamel scalar subclasses -> plain Python values (for comparisons and JSON)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if hasattr(value, "items"):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _split(key: str) -> list[str]:
+    return [p for p in key.split(".") if p != ""] if key else []
+
+
+def _walk_keys(node: Any, prefix: str) -> Iterator[str]:
+    if hasattr(node, "items"):
+        for k, v in node.items():
+            path = f"{prefix}.{k}" if prefix else str(k)
+            yield path
+            yield from _walk_keys(v, path)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk_keys(v, f"{prefix}.{i}")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _is_content(line: str) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith("#")
+
+
+def _block_end(lines: list[str], start: int, key_col: int | None = None) -> int:
+    """Index after the last line that belongs to the key on line ``start`` (its nested block).
+
+    ``key_col`` is the key's column (differs from the line's indent for ``- key:`` items).
+    A sequence written at the key's own indent (``key:`` then ``- item``) belongs to it.
+    """
+    base = _indent(lines[start]) if key_col is None else key_col
+    starts_item = lines[start].lstrip().startswith("- ") and key_col is None
+    end = start + 1
+    last_content = start
+    while end < len(lines):
+        line = lines[end]
+        if _is_content(line):
+            indent = _indent(line)
+            if indent < base:
+                break
+            if indent == base and not (line.lstrip().startswith("- ") and not starts_item):
+                break
+            last_content = end
+        end += 1
+    return last_content + 1
+
+
+def _last_content_line(lines: list[str]) -> int:
+    for i in range(len(lines) - 1, -1, -1):
+        if _is_content(lines[i]):
+            return i
+    return -1
+
+
+def _indent_step(data: Any) -> int:
+    for key, value in data.items():
+        if hasattr(value, "items") and len(value) and not (value.fa.flow_style()):
+            col = value.lc.key(next(iter(value)))[1]
+            if col > data.lc.key(key)[1]:
+                return col - data.lc.key(key)[1]
+    return 2
+
+
+def _key_colon(line: str, start: int) -> int:
+    """Column of the ':' that ends the key starting at ``start``."""
+    if line[start] in "\"'":
+        quote = line[start]
+        close = line.index(quote, start + 1)
+        return line.index(":", close)
+    return line.index(":", start)
+
+
+def _comment_start(text: str) -> int | None:
+    match = re.search(r"(^|\s)#", text)
+    return None if match is None else match.start() + (1 if match.group(1) else 0)
+
+
+def _scalar_end(line: str, col: int) -> int | None:
+    """End column of the one-line scalar starting at ``col``; None for block/multi-line scalars."""
+    body = line.rstrip("\r\n")
+    if col >= len(body):
+        return None
+    first = body[col]
+    if first in "|>":
+        return None
+    if first in "\"'":
+        i = col + 1
+        while i < len(body):
+            if first == "'" and body[i] == "'" and i + 1 < len(body) and body[i + 1] == "'":
+                i += 2
+                continue
+            if first == '"' and body[i] == "\\":
+                i += 2
+                continue
+            if body[i] == first:
+                return i + 1
+            i += 1
+        return None
+    rest = body[col:]
+    comment = _comment_start(rest)
+    value = rest if comment is None else rest[:comment]
+    return col + len(value.rstrip())
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def parse_areal_config(text: str, path: str = "<string>") -> ArealConfig:
+    return ArealConfig(path=path, original=text)
+
+
+def load_areal_config(path: str | os.PathLike[str], *, confinement: Confinement | None = None) -> ArealConfig:
+    """Read an AReaL YAML file through confinement (read-only)."""
+    confinement = confinement or Confinement.for_paths([path])
+    return parse_areal_config(confinement.read_text(path), str(path))
+
+
+def roundtrip_dump(config: ArealConfig) -> str:
+    """Emit the config through ruamel's round-trip dumper (used when a text patch is impossible)."""
+    out = io.StringIO()
+    _yaml().dump(config.data, out)
+    return out.getvalue()
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@functools.cache
+def load_schema(path: str | None = None) -> dict[str, Any]:
+    """The shipped schema of AReaL's config dataclasses (see ``data/build_areal_schema.py``)."""
+    schema_path = Path(path) if path else SCHEMA_PATH
+    with open(schema_path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    name: str
+    type: str
+    default: Any = None
+    required: bool = False
+    nullable: bool = False
+    choices: tuple[str, ...] = ()
+    sections: tuple[str, ...] = ()  # nested config class anchors
+    items_sections: tuple[str, ...] = ()
+    line: int | None = None
+
+
+@dataclass
+class Scope:
+    """The set of config classes that may describe one mapping (a union keeps the check lenient)."""
+
+    sections: tuple[str, ...]
+    fields: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    removed: dict[str, str] = field(default_factory=dict)  # removed name -> field that replaced it
+
+
+def _scope(schema: dict[str, Any], sections: tuple[str, ...]) -> Scope:
+    scope = Scope(sections=sections)
+    all_sections = schema["sections"]
+    for anchor in sections:
+        for name, spec in all_sections[anchor]["fields"].items():
+            scope.fields.setdefault(name, []).append(spec)
+            target = spec.get("section")
+            if target and all_sections.get(target, {}).get("replaces_removed"):
+                for removed in all_sections[target]["replaces_removed"]:
+                    scope.removed[removed] = name
+    return scope
+
+
+def _type_ok(spec: dict[str, Any], value: Any) -> bool:
+    if value is None:
+        return True  # null is common for "disabled"; AReaL's own files use it for non-Optional fields too
+    if isinstance(value, str) and "${" in value:
+        return True
+    kind = spec.get("type")
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind == "integer":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "string":
+        return not hasattr(value, "items") and not isinstance(value, list)
+    if kind == "object":
+        return hasattr(value, "items")
+    if kind == "list":
+        return isinstance(value, list)
+    if kind == "dict":
+        return hasattr(value, "items")
+    return True
+
+
+def _suggest(name: str, candidates: list[str]) -> str | None:
+    matches = difflib.get_close_matches(name, candidates, n=1, cutoff=0.8)
+    return matches[0] if matches else None
+
+
+def check_schema(config: ArealConfig, schema: dict[str, Any] | None = None) -> list[Problem]:
+    """Unknown keys (with "did you mean"), removed keys, wrong types and invalid choices."""
+    schema = schema or load_schema()
+    problems: list[Problem] = []
+    root = _scope(schema, tuple(schema["root_sections"]))
+    _check_mapping(config, config.data, root, "", schema, problems)
+    return problems
+
+
+def _section_citation(schema: dict[str, Any], anchors: tuple[str, ...]) -> Any:
+    section = schema["sections"][anchors[0]]
+    return doc_citation(REFERENCE_DOC, section["title"], (section.get("line"), None))
+
+
+def _check_mapping(
+    config: ArealConfig, node: Any, scope: Scope, prefix: str, schema: dict[str, Any], problems: list[Problem]
+) -> None:
+    for raw_key, value in node.items():
+        key = str(raw_key)
+        path = f"{prefix}.{key}" if prefix else key
+        specs = scope.fields.get(key)
+        if specs is None:
+            problems.append(_unknown_key(config, key, value, path, scope, schema))
+            continue
+        spec = specs[0]
+        plain = _plain(value)
+        if not any(_type_ok(s, plain) for s in specs):
+            problems.append(
+                Problem(
+                    key=path,
+                    message=f"{path} should be {_describe_type(spec)}, got {type(plain).__name__} {plain!r}",
+                    severity="error",
+                    citation=_field_citation(schema, scope, key),
+                    rule="schema-type",
+                    line=config.line(path),
+                )
+            )
+            continue
+        choices = spec.get("choices")
+        if choices and isinstance(plain, str) and "${" not in plain and plain not in choices:
+            close = _suggest(plain, list(choices))
+            problems.append(
+                Problem(
+                    key=path,
+                    message=f"{path}: {plain!r} is not one of {', '.join(choices)}"
+                    + (f"; did you mean {close!r}?" if close else ""),
+                    severity="error",
+                    citation=_field_citation(schema, scope, key),
+                    rule="schema-choice",
+                    line=config.line(path),
+                    suggestion=close or "",
+                )
+            )
+        nested = tuple(dict.fromkeys(s["section"] for s in specs if s.get("section")))
+        if nested and hasattr(value, "items"):
+            _check_mapping(config, value, _scope(schema, nested), path, schema, problems)
+        items = tuple(dict.fromkeys(s["items_section"] for s in specs if s.get("items_section")))
+        if items and isinstance(value, list):
+            item_scope = _scope(schema, items)
+            for i, item in enumerate(value):
+                if hasattr(item, "items"):
+                    _check_mapping(config, item, item_scope, f"{path}.{i}", schema, problems)
+
+
+def _describe_type(spec: dict[str, Any]) -> str:
+    kind = spec.get("type", "any")
+    return {"boolean": "true/false", "integer": "an integer", "float": "a number", "string": "a string",
+            "object": "a mapping", "list": "a list", "dict": "a mapping"}.get(kind, kind)
+
+
+def _field_citation(schema: dict[str, Any], scope: Scope, key: str) -> Any:
+    for anchor in scope.sections:
+        section = schema["sections"][anchor]
+        if key in section["fields"]:
+            return doc_citation(REFERENCE_DOC, section["title"], (section["fields"][key].get("line"), None))
+    return _section_citation(schema, scope.sections)
+
+
+def _unknown_key(config: ArealConfig, key: str, value: Any, path: str, scope: Scope, schema: dict[str, Any]) -> Problem:
+    line = config.line(path)
+    citation = _section_citation(schema, scope.sections)
+    top = "." not in path
+    if key in scope.removed:
+        replacement = scope.removed[key]
+        return Problem(
+            key=path,
+            message=f"{path} was removed from AReaL; it is replaced by {_sibling(path, replacement)}",
+            severity="error",
+            citation=citation,
+            rule="schema-removed",
+            line=line,
+            suggestion=replacement,
+        )
+    candidates = list(scope.fields) + list(scope.removed)
+    close = _suggest(key, candidates)
+    if close and _plausible(close, value, scope, schema):
+        if close in scope.removed:
+            replacement = scope.removed[close]
+            message = (
+                f"{path} is not an AReaL option; did you mean {close!r}? That option was removed and "
+                f"replaced by {_sibling(path, replacement)}"
+            )
+        else:
+            message = f"{path} is not an AReaL option; did you mean {_sibling(path, close)!r}?"
+        return Problem(
+            key=path, message=message, severity="error", citation=citation, rule="schema-typo", line=line, suggestion=close
+        )
+    elsewhere = _known_elsewhere(key, schema)
+    if elsewhere and not top:
+        message = f"{path} is not an option of this section (it exists under {', '.join(elsewhere)})"
+        return Problem(key=path, message=message, severity="warning", citation=citation, rule="schema-misplaced", line=line)
+    if top:
+        message = (
+            f"{path} is not in AReaL's config reference; fine only if your training script's config class defines it"
+        )
+        return Problem(key=path, message=message, severity="info", citation=citation, rule="schema-unknown", line=line)
+    return Problem(
+        key=path,
+        message=f"{path} is not in AReaL's config reference for this section; AReaL will reject it unless a custom config class adds it",
+        severity="warning",
+        citation=citation,
+        rule="schema-unknown",
+        line=line,
+    )
+
+
+def _sibling(path: str, name: str) -> str:
+    parts = path.split(".")
+    return ".".join([*parts[:-1], name])
+
+
+def _plausible(candidate: str, value: Any, scope: Scope, schema: dict[str, Any]) -> bool:
+    """Is ``candidate`` a believable correction given the value's shape?
+
+    ``econfig: {domain: airline, ...}`` is one edit away from ``gconfig`` but shares none
+    of its fields: that is a custom section, not a typo.
+    """
+    if candidate in scope.removed:
+        return not hasattr(value, "items")
+    specs = scope.fields.get(candidate, [])
+    plain = _plain(value)
+    if not any(_type_ok(s, plain) for s in specs):
+        return False
+    nested = [s["section"] for s in specs if s.get("section")]
+    if nested and isinstance(plain, dict) and plain:
+        known = set()
+        for anchor in nested:
+            known |= set(schema["sections"][anchor]["fields"])
+        overlap = sum(1 for k in plain if k in known)
+        return overlap * 2 >= len(plain)
+    return True
+
+
+def _known_elsewhere(key: str, schema: dict[str, Any]) -> list[str]:
+    titles = [
+        s["title"] for anchor, s in schema["sections"].items() if key in s["fields"] and anchor not in schema["root_sections"]
+    ]
+    return sorted(set(titles))[:3]
+
+
+def describe_field(key: str, schema: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Schema entry for a dotted key (first matching class), e.g. for defaults in advice."""
+    schema = schema or load_schema()
+    scope = _scope(schema, tuple(schema["root_sections"]))
+    spec: dict[str, Any] | None = None
+    for part in _split(key):
+        if part.isdigit():
+            continue
+        specs = scope.fields.get(part)
+        if not specs:
+            return None
+        spec = specs[0]
+        nested = tuple(dict.fromkeys(s.get("section") or s.get("items_section") for s in specs if s.get("section") or s.get("items_section")))
+        if nested:
+            scope = _scope(schema, nested)
+    return spec
+
+
+def default_of(key: str, fallback: Any = None) -> Any:
+    spec = describe_field(key)
+    if spec is None or spec.get("required"):
+        return fallback
+    return spec.get("default", fallback)
+
+
+# --------------------------------------------------------------------------- backend strings
+
+INFERENCE_BACKENDS = {"sglang": "dtp", "vllm": "dtp"}
+TRAIN_BACKENDS = {"fsdp": "dtc", "megatron": "dtpce", "archon": "dtpce"}
+_DIMS = re.compile(r"([dtpce])(\d+)")
+
+
+@dataclass(frozen=True)
+class ParallelSpec:
+    """One engine's parallelism, e.g. ``sglang:d2t4`` -> backend sglang, d=2, t=4 (8 GPUs)."""
+
+    backend: str
+    d: int = 1
+    t: int = 1
+    p: int = 1
+    c: int = 1
+    e: int = 1
+    order: str = "d"  # the dimension letters in the order the user wrote them
+    hybrid: bool = False
+    raw: str = ""
+
+    @property
+    def world(self) -> int:
+        """GPUs this engine needs: d x t x p x c (expert parallelism reuses the mesh)."""
+        return self.d * self.t * self.p * self.c
+
+    def with_dims(self, **dims: int) -> ParallelSpec:
+        """A copy with some dimensions changed, written in the user's order (new dims appended)."""
+        if self.hybrid:
+            raise ValueError("hybrid (attn|ffn) backends are not rewritten automatically")
+        values = {k: getattr(self, k) for k in "dtpce"}
+        values.update(dims)
+        order = self.order + "".join(k for k in "dtpce" if k not in self.order and values[k] != 1)
+        text = "".join(f"{k}{values[k]}" for k in order if k in self.order or values[k] != 1)
+        return ParallelSpec(backend=self.backend, order=order, raw=f"{self.backend}:{text}", **values)
+
+
+def _parse_dims(text: str, backend: str, allowed: str) -> dict[str, Any]:
+    text = text.strip()
+    if not text or _DIMS.sub("", text):
+        raise ValueError(f"cannot read parallel dimensions {text!r} (expected letters d/t/p/c/e with sizes, e.g. d4t2)")
+    found: dict[str, int] = {}
+    order = ""
+    for letter, size in _DIMS.findall(text):
+        if letter in found:
+            raise ValueError(f"dimension {letter!r} appears twice in {text!r}")
+        if letter not in allowed and int(size) != 1:
+            raise ValueError(f"{backend} does not support the {letter!r} dimension (supported: {', '.join(allowed)})")
+        if int(size) < 1:
+            raise ValueError(f"dimension {letter}{size} must be at least 1")
+        found[letter] = int(size)
+        order += letter
+    return {**found, "order": order}
+
+
+def parse_backend(value: str) -> ParallelSpec:
+    """Parse ``<backend>:<dims>`` (also ``megatron:(attn:...|ffn:...)``); raise ValueError when malformed."""
+    text = str(value).strip()
+    if ":" not in text:
+        raise ValueError("missing the backend prefix (write e.g. 'sglang:d4' or 'fsdp:d4t2'; bare dimensions are no longer accepted)")
+    backend, dims = text.split(":", 1)
+    backend = backend.strip().lower()
+    allowed = {**INFERENCE_BACKENDS, **TRAIN_BACKENDS}.get(backend)
+    if allowed is None:
+        raise ValueError(f"unknown backend {backend!r} (known: {', '.join(sorted({**INFERENCE_BACKENDS, **TRAIN_BACKENDS}))})")
+    dims = dims.strip()
+    if dims.startswith("("):
+        if backend not in ("megatron", "archon"):
+            raise ValueError(f"{backend} does not support the hybrid (attn|ffn) syntax")
+        match = re.fullmatch(r"\(\s*attn:([^|]+)\|\s*ffn:([^)]+)\)", dims)
+        if not match:
+            raise ValueError("hybrid syntax is megatron:(attn:<dims>|ffn:<dims>)")
+        attn = _parse_dims(match.group(1), backend, "dtpc")
+        ffn = _parse_dims(match.group(2), backend, "dtpe")
+        if attn.get("p", 1) != ffn.get("p", 1):
+            raise ValueError("pipeline size (p) must be the same for attn and ffn")
+        spec = ParallelSpec(backend=backend, hybrid=True, raw=text, **attn)
+        ffn_world = ffn.get("d", 0) * ffn.get("t", 1) * ffn.get("p", 1) * ffn.get("e", 1)
+        if ffn.get("d") and ffn_world != spec.world:
+            raise ValueError(f"attn world size {spec.world} differs from ffn world size {ffn_world}")
+        return spec
+    return ParallelSpec(backend=backend, raw=text, **_parse_dims(dims, backend, allowed))
+
+
+def parse_allocation_mode(value: str) -> tuple[ParallelSpec | None, ParallelSpec | None]:
+    """Legacy ``allocation_mode``: ``sglang:d4p1t1+d4p1t1``, ``sglang.d2t2+d4``, or a training-only ``d8``."""
+    text = str(value).strip()
+    if not text:
+        return None, None
+    parts = [p.strip() for p in text.split("+")]
+    if len(parts) > 2 or not all(parts):
+        raise ValueError("expected '<inference>+<training>' (e.g. sglang:d4p1t1+d4p1t1)")
+
+    def one(part: str, default: str) -> ParallelSpec:
+        match = re.match(r"^([a-z]+)[.:](.+)$", part)
+        if match:
+            return parse_backend(f"{match.group(1)}:{match.group(2)}")
+        return parse_backend(f"{default}:{part}")
+
+    if len(parts) == 1:
+        match = re.match(r"^([a-z]+)[.:]", parts[0])
+        if match and match.group(1) in INFERENCE_BACKENDS:
+            return one(parts[0], "sglang"), None
+        return None, one(parts[0], "fsdp")
+    gen = one(parts[0], "sglang")
+    if gen.backend not in INFERENCE_BACKENDS:
+        raise ValueError(f"the part before '+' is the inference engine; {gen.backend!r} is a training backend")
+    train = one(parts[1], "fsdp")
+    if train.backend not in TRAIN_BACKENDS:
+        raise ValueError(f"the part after '+' is the training engine; {train.backend!r} is an inference backend")
+    return gen, train

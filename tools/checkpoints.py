@@ -1,0 +1,622 @@
+"""Which checkpoints really exist, are they intact, and how to resume from them.
+
+Layouts understood:
+
+- AReaL saver (Hugging Face format):
+  ``{fileroot}/checkpoints/{user}/{experiment}/{trial}/default/epoch{E}epochstep{S}globalstep{G}/``
+- AReaL recovery: ``{trial}/default/recover_checkpoint/`` (DCP shards) with
+  ``{trial}/recover_info/step_info.json``; also the older ``{trial}/recover_checkpoint/``
+  with its step info inside.
+- slime / Megatron: ``{save}/iter_NNNNNNN/`` plus ``latest_checkpointed_iteration.txt``.
+- Plain Hugging Face save directories (``config.json`` + weights, e.g. ``checkpoint-500``).
+
+Everything is read through :class:`~rlmedic.confine.Confinement` (capped walk, no
+symlink following) and nothing is ever written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from rlmedic.confine import Confinement, FileEntry
+from rlmedic.errors import UserError
+from rlmedic.tools.config_rules import card_citation, doc_citation
+from rlmedic.types import Citation, Finding
+
+AREAL_STEP_DIR = re.compile(r"^epoch(\d+)epochstep(\d+)globalstep(\d+)$")
+MEGATRON_ITER_DIR = re.compile(r"^iter_(\d{7})$")
+HF_STEP_DIR = re.compile(r"(?:checkpoint|global_step|globalstep|step)[-_]?(\d+)$", re.I)
+TRACKER = "latest_checkpointed_iteration.txt"
+WEIGHT_FILE = re.compile(r"(\.safetensors|\.bin|\.pt|\.pth|\.distcp)$")
+DCP_SHARD = re.compile(r"^__(\d+)_(\d+)\.distcp$")
+#: File systems that vanish with the container or the machine.
+EPHEMERAL_FS = {"overlay", "overlayfs", "tmpfs", "aufs", "ramfs"}
+
+
+@dataclass
+class Issue:
+    id: str
+    severity: str
+    message: str
+    path: str = ""
+    citation: Citation | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "severity": self.severity, "message": self.message, "path": self.path,
+                "citation": str(self.citation) if self.citation else None}
+
+    def to_finding(self) -> Finding:
+        return Finding(id=f"checkpoints:{self.id}", category="checkpoint_recovery", severity=self.severity,  # type: ignore[arg-type]
+                       summary=self.message, file=self.path, citations=[self.citation] if self.citation else [],
+                       card=self.citation.ref if self.citation and self.citation.kind == "card" else "")
+
+
+@dataclass
+class Checkpoint:
+    kind: str  # areal_hf | areal_recover | megatron | hf
+    path: str
+    step: int | None = None  # global step / iteration
+    epoch: int | None = None
+    epoch_step: int | None = None
+    mtime: float = 0.0
+    size_bytes: int = 0
+    files: int = 0
+    user: str = ""
+    experiment: str = ""
+    trial: str = ""
+    role: str = ""  # AReaL model role dir: default, critic, ...
+    ranks: int | None = None  # DCP shards written by this many ranks
+    issues: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.issues
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "path": self.path,
+            "step": self.step,
+            "epoch": self.epoch,
+            "epoch_step": self.epoch_step,
+            "time": datetime.fromtimestamp(self.mtime, UTC).isoformat() if self.mtime else None,
+            "size_bytes": self.size_bytes,
+            "files": self.files,
+            "user": self.user,
+            "experiment": self.experiment,
+            "trial": self.trial,
+            "role": self.role,
+            "ranks": self.ranks,
+            "valid": self.valid,
+            "issues": self.issues,
+        }
+
+
+@dataclass
+class RecoveryPlan:
+    framework: str  # areal | slime | hf
+    mode: str  # auto-recover | from-weights | megatron-load | none
+    resume_from: Checkpoint | None
+    command: str = ""
+    config_lines: list[str] = field(default_factory=list)
+    keep_unchanged: list[str] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "framework": self.framework,
+            "mode": self.mode,
+            "resume_from": self.resume_from.to_dict() if self.resume_from else None,
+            "command": self.command,
+            "config_lines": self.config_lines,
+            "keep_unchanged": self.keep_unchanged,
+            "differences": self.differences,
+            "notes": self.notes,
+            "citations": [str(c) for c in self.citations],
+        }
+
+
+@dataclass
+class CheckpointReport:
+    root: str
+    layout: str  # areal | slime | hf | unknown | empty
+    checkpoints: list[Checkpoint] = field(default_factory=list)
+    issues: list[Issue] = field(default_factory=list)
+    tracker_iteration: int | None = None
+    before_step: int | None = None
+    experiments: dict[str, list[str]] = field(default_factory=dict)  # experiment -> trials seen
+    truncated: bool = False
+    plan: RecoveryPlan | None = None
+
+    def selected(self) -> list[Checkpoint]:
+        """Checkpoints passing ``before_step`` (all when unset), oldest first."""
+        if self.before_step is None:
+            return self.checkpoints
+        return [c for c in self.checkpoints if c.step is not None and c.step < self.before_step]
+
+    def latest(self, *, kinds: tuple[str, ...] = (), valid_only: bool = True) -> Checkpoint | None:
+        pool = [c for c in self.selected() if (not kinds or c.kind in kinds) and (c.valid or not valid_only)]
+        pool = [c for c in pool if c.step is not None] or pool
+        return max(pool, key=lambda c: (c.step if c.step is not None else -1, c.mtime), default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "root": self.root,
+            "layout": self.layout,
+            "before_step": self.before_step,
+            "checkpoints": [c.to_dict() for c in self.selected()],
+            "all_checkpoints": len(self.checkpoints),
+            "tracker_iteration": self.tracker_iteration,
+            "experiments": self.experiments,
+            "issues": [i.to_dict() for i in self.issues],
+            "truncated": self.truncated,
+            "plan": self.plan.to_dict() if self.plan else None,
+        }
+
+
+# --------------------------------------------------------------------------- storage checks
+
+
+@dataclass(frozen=True)
+class Mount:
+    mountpoint: str
+    fstype: str
+    device: str = ""
+
+
+def system_mounts() -> list[Mount]:
+    """The machine's mount table (psutil); empty when unavailable."""
+    try:
+        import psutil
+
+        return [Mount(p.mountpoint, p.fstype, p.device) for p in psutil.disk_partitions(all=True)]
+    except Exception:  # pragma: no cover - platform specific
+        return []
+
+
+def mount_for(path: str | os.PathLike[str], mounts: list[Mount]) -> Mount | None:
+    """The mount holding ``path``: the longest mount point that prefixes it."""
+    target = PurePosixPath(os.path.abspath(path))
+    best: Mount | None = None
+    for mount in mounts:
+        point = PurePosixPath(mount.mountpoint)
+        if (target == point or point in target.parents) and (best is None or len(str(point)) > len(best.mountpoint)):
+            best = mount
+    return best
+
+
+def storage_issues(root_as_given: str, resolved: Path, mounts: list[Mount] | None) -> list[Issue]:
+    """Relative roots and roots on the container disk / tmpfs (lost with the machine)."""
+    cite = card_citation("checkpoints-not-on-persistent-volume")
+    issues = []
+    if not os.path.isabs(os.path.expanduser(root_as_given)):
+        issues.append(Issue("relative-root", "warning",
+                            f"{root_as_given!r} is a relative path (resolves to {resolved}); a relative fileroot or --save "
+                            "follows the launch directory, typically the container disk. Use an absolute path on a "
+                            "mounted volume.", str(resolved), cite))
+    mount = mount_for(resolved, mounts if mounts is not None else system_mounts())
+    if mount is not None:
+        if mount.fstype in EPHEMERAL_FS or (mount.mountpoint == "/" and mount.fstype not in ("ext4", "xfs", "btrfs", "zfs")):
+            issues.append(Issue("ephemeral-storage", "warning",
+                                f"{resolved} lies on {mount.mountpoint} ({mount.fstype}), the container's own disk, not a "
+                                "mounted volume: it is lost when the pod or spot instance goes away.", str(resolved), cite))
+    elif str(resolved).startswith("/tmp/"):
+        issues.append(Issue("ephemeral-storage", "warning", f"{resolved} is under /tmp: lost with the machine.",
+                            str(resolved), cite))
+    return issues
+
+
+# --------------------------------------------------------------------------- scanning
+
+
+def _weights_issue(files: list[FileEntry], directory: Path, confinement: Confinement, *, dcp: bool = False) -> list[str]:
+    weights = [f for f in files if WEIGHT_FILE.search(f.path.name)]
+    issues = []
+    if not weights:
+        issues.append("no weight files (*.safetensors, *.bin, *.pt, *.distcp)")
+        return issues
+    empty = [f.path.name for f in weights if f.size == 0]
+    if empty:
+        issues.append(f"empty weight file(s): {', '.join(sorted(empty)[:5])}")
+    index = directory / "model.safetensors.index.json"
+    if any(f.path == index for f in files):
+        try:
+            shards = set(json.loads(confinement.read_text(index)).get("weight_map", {}).values())
+        except (UserError, json.JSONDecodeError, AttributeError):
+            issues.append("model.safetensors.index.json does not parse")
+        else:
+            present = {f.path.name for f in files if f.path.parent == directory}
+            missing = sorted(s for s in shards if s not in present)
+            if missing:
+                issues.append(f"shard(s) listed in model.safetensors.index.json are missing: {', '.join(missing[:5])}")
+    if dcp and not any(f.path.name == ".metadata" for f in files) and any(f.path.name.endswith(".distcp") for f in files):
+        issues.append("DCP shards without a .metadata file (the save did not finish)")
+    return issues
+
+
+def _dcp_ranks(files: list[FileEntry]) -> int | None:
+    ranks = {int(m.group(1)) for f in files if (m := DCP_SHARD.match(f.path.name))}
+    return len(ranks) or None
+
+
+def _read_step_info(path: Path, confinement: Confinement) -> tuple[dict[str, Any] | None, str]:
+    try:
+        data = json.loads(confinement.read_text(path, max_bytes=1024 * 1024))
+    except UserError as exc:
+        return None, str(exc)
+    except json.JSONDecodeError as exc:
+        return None, f"{path.name} does not parse ({exc.msg})"
+    if not isinstance(data, dict) or not isinstance(data.get("global_step"), int) or data["global_step"] < 0:
+        return None, f"{path.name} has no valid global_step"
+    return data, ""
+
+
+def _group(walk_files: list[FileEntry], dirs: list[Path], match: Any) -> dict[Path, list[FileEntry]]:
+    """Checkpoint directory -> its files, for every directory whose name matches."""
+    groups: dict[Path, list[FileEntry]] = {d: [] for d in dirs if match(d)}
+    for entry in walk_files:
+        for parent in entry.path.parents:
+            if parent in groups:
+                groups[parent].append(entry)
+                break
+    return groups
+
+
+def _summarise(ckpt: Checkpoint, files: list[FileEntry]) -> Checkpoint:
+    ckpt.files = len(files)
+    ckpt.size_bytes = sum(f.size for f in files)
+    ckpt.mtime = max((f.mtime for f in files), default=0.0)
+    return ckpt
+
+
+def _areal_names(path: Path) -> tuple[str, str, str, str]:
+    """(user, experiment, trial, role) from ``.../{user}/{exp}/{trial}/{role}/<ckpt>``."""
+    parts = path.parts
+    role, trial, exp, user = (parts[-2:-1] or [""])[0], (parts[-3:-2] or [""])[0], (parts[-4:-3] or [""])[0], (parts[-5:-4] or [""])[0]
+    return user, exp, trial, role
+
+
+def list_checkpoints(
+    root: str | os.PathLike[str],
+    *,
+    experiment_name: str | None = None,
+    trial_name: str | None = None,
+    before_step: int | None = None,
+    confinement: Confinement | None = None,
+    mounts: list[Mount] | None = None,
+    max_entries: int = 200_000,
+) -> CheckpointReport:
+    """Find and check every checkpoint under ``root`` (any level of the AReaL tree, a slime --save dir, or HF dirs)."""
+    root_text = str(root)
+    confinement = confinement or Confinement.for_paths([root])
+    resolved = confinement.existing(root)
+    if not resolved.is_dir():
+        raise UserError(f"{root}: not a directory")
+    walk = confinement.walk_files(resolved, max_entries=max_entries)
+    report = CheckpointReport(root=str(resolved), layout="unknown", before_step=before_step, truncated=walk.truncated)
+    report.issues += storage_issues(root_text, resolved, mounts)
+    if walk.truncated:
+        report.issues.append(Issue("truncated", "warning", f"stopped after {max_entries} entries; point at a deeper directory",
+                                   str(resolved)))
+
+    areal = _scan_areal(walk.files, walk.dirs, confinement, report)
+    slime = _scan_megatron(walk.files, walk.dirs, resolved, confinement, report)
+    hf = _scan_hf(walk.files, walk.dirs, confinement, {Path(c.path) for c in areal + slime})
+    if areal:
+        report.layout = "areal"
+    elif slime or report.tracker_iteration is not None:
+        report.layout = "slime"
+    elif hf:
+        report.layout = "hf"
+    ckpts = areal + slime + hf
+    for c in ckpts:
+        if c.experiment:
+            trials = report.experiments.setdefault(c.experiment, [])
+            if c.trial and c.trial not in trials:
+                trials.append(c.trial)
+    if experiment_name or trial_name:
+        kept = [c for c in ckpts if (not experiment_name or c.experiment == experiment_name) and (not trial_name or c.trial == trial_name)]
+        if not kept and ckpts:
+            report.issues.append(_name_mismatch(experiment_name, trial_name, report.experiments))
+        ckpts = kept
+    report.checkpoints = sorted(ckpts, key=lambda c: (c.step if c.step is not None else -1, c.kind, c.path))
+    for c in report.checkpoints:
+        for problem in c.issues:
+            report.issues.append(Issue("damaged-checkpoint", "error" if c.kind in ("areal_recover", "megatron") else "warning",
+                                       f"{c.path}: {problem}", c.path,
+                                       card_citation("recover-checkpoint-invalid" if c.kind == "areal_recover" else "recovery-checkpoint-missing")))
+    if not report.checkpoints:
+        if report.layout == "unknown":
+            report.layout = "empty"
+        report.issues.append(Issue("no-checkpoints", "error",
+                                   f"no checkpoints under {resolved}" + (f" before step {before_step}" if before_step else "")
+                                   + ": check fileroot, the user the run ran as (often root), experiment_name/trial_name, "
+                                   "and that the volume is mounted", str(resolved), card_citation("no-checkpoints-found")))
+    elif before_step is not None and not report.selected():
+        report.issues.append(Issue("none-before-step", "error",
+                                   f"{len(report.checkpoints)} checkpoint(s), but none before step {before_step} "
+                                   f"(earliest: step {report.checkpoints[0].step})", str(resolved),
+                                   card_citation("no-checkpoints-found")))
+    return report
+
+
+def _name_mismatch(experiment: str | None, trial: str | None, seen: dict[str, list[str]]) -> Issue:
+    import difflib
+
+    wanted = f"experiment {experiment!r}" if experiment else ""
+    wanted += (" / " if wanted and trial else "") + (f"trial {trial!r}" if trial else "")
+    hints = []
+    if experiment and experiment not in seen:
+        close = difflib.get_close_matches(experiment, list(seen), n=1, cutoff=0.6)
+        if close:
+            hints.append(f"did you mean experiment {close[0]!r}?")
+    trials = sorted({t for ts in seen.values() for t in ts})
+    if trial and trial not in trials:
+        close = difflib.get_close_matches(trial, trials, n=1, cutoff=0.6)
+        if close:
+            hints.append(f"did you mean trial {close[0]!r}?")
+    listing = "; ".join(f"{e}: {', '.join(ts)}" for e, ts in sorted(seen.items()))
+    return Issue("name-mismatch", "error",
+                 f"no checkpoints for {wanted}. Found: {listing or 'none'}. " + " ".join(hints)
+                 + " Recovery needs the exact experiment_name and trial_name of the interrupted run.",
+                 citation=card_citation("recovery-config-changed"))
+
+
+def _scan_areal(files: list[FileEntry], dirs: list[Path], confinement: Confinement, report: CheckpointReport) -> list[Checkpoint]:
+    out: list[Checkpoint] = []
+    file_set = {f.path for f in files}
+    dir_set = set(dirs)
+    for directory, group in _group(files, dirs, lambda d: AREAL_STEP_DIR.match(d.name)).items():
+        m = AREAL_STEP_DIR.match(directory.name)
+        user, exp, trial, role = _areal_names(directory)
+        ckpt = Checkpoint("areal_hf", str(directory), step=int(m.group(3)), epoch=int(m.group(1)),
+                          epoch_step=int(m.group(2)), user=user, experiment=exp, trial=trial, role=role)
+        _summarise(ckpt, group)
+        ckpt.issues += _weights_issue(group, directory, confinement)
+        if not any(f.path == directory / "config.json" for f in group):
+            ckpt.issues.append("no config.json (not a complete Hugging Face save)")
+        out.append(ckpt)
+    for directory, group in _group(files, dirs, lambda d: d.name == "recover_checkpoint").items():
+        # docs: {trial}/{role}/recover_checkpoint + {trial}/recover_info; older: {trial}/recover_checkpoint
+        parent = directory.parent
+        if (parent.parent / "recover_info") in dir_set or parent.name in ("default", "critic", "ref", "actor"):
+            trial_dir, role = parent.parent, parent.name
+        else:
+            trial_dir, role = parent, ""
+        user, exp, trial = trial_dir.parent.parent.name, trial_dir.parent.name, trial_dir.name
+        ckpt = Checkpoint("areal_recover", str(directory), user=user, experiment=exp, trial=trial, role=role or "default")
+        _summarise(ckpt, group)
+        candidates = [trial_dir / "recover_info" / "step_info.json", directory / "step_info.json"]
+        info_path = next((p for p in candidates if p in file_set), None)
+        if info_path is None:
+            ckpt.issues.append("no step_info.json (looked in recover_info/ and inside recover_checkpoint/)")
+        else:
+            info, error = _read_step_info(info_path, confinement)
+            if info is None:
+                ckpt.issues.append(error)
+            else:
+                ckpt.step, ckpt.epoch, ckpt.epoch_step = info["global_step"], info.get("epoch"), info.get("epoch_step")
+        weight_files = [f for f in group if f.path.name != "step_info.json"]
+        ckpt.issues += _weights_issue(weight_files, directory, confinement, dcp=True)
+        ckpt.ranks = _dcp_ranks(group)
+        out.append(ckpt)
+    return out
+
+
+def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confinement: Confinement,
+                   report: CheckpointReport) -> list[Checkpoint]:
+    groups = _group(files, dirs, lambda d: MEGATRON_ITER_DIR.match(d.name))
+    trackers = [f for f in files if f.path.name == TRACKER]
+    out: list[Checkpoint] = []
+    for directory, group in groups.items():
+        ckpt = Checkpoint("megatron", str(directory), step=int(MEGATRON_ITER_DIR.match(directory.name).group(1)))
+        _summarise(ckpt, group)
+        shards = [f for f in group if f.path.name.endswith((".distcp", ".pt", ".pth"))]
+        if not group:
+            ckpt.issues.append("empty iteration directory (the save was interrupted)")
+        elif not shards:
+            ckpt.issues.append("no *.distcp or mp_rank_*/model_optim_rng.pt files")
+        elif any(f.size == 0 for f in shards):
+            ckpt.issues.append("empty shard file(s)")
+        if any(f.path.name.endswith(".distcp") for f in group) and not any(f.path.name == ".metadata" for f in group):
+            ckpt.issues.append("torch_dist shards without .metadata (the save did not finish)")
+        out.append(ckpt)
+    for tracker in trackers:
+        save_dir = tracker.path.parent
+        try:
+            text = confinement.read_text(tracker.path, max_bytes=4096).strip()
+        except UserError as exc:
+            report.issues.append(Issue("tracker-unreadable", "error", str(exc), str(tracker.path), card_citation("megatron-tracker-file")))
+            continue
+        iters = sorted(c.step for c in out if Path(c.path).parent == save_dir and c.step is not None)
+        if text == "release":
+            report.tracker_iteration = 0
+            continue
+        if not text.isdigit():
+            report.issues.append(Issue("tracker-invalid", "error", f"{tracker.path}: {text[:40]!r} is not an iteration number; "
+                                       "Megatron cannot resume", str(tracker.path), card_citation("megatron-tracker-file")))
+            continue
+        iteration = int(text)
+        report.tracker_iteration = iteration
+        if iteration not in iters:
+            report.issues.append(Issue("tracker-missing-iter", "error",
+                                       f"{TRACKER} says iteration {iteration} but iter_{iteration:07d}/ does not exist "
+                                       f"(present: {', '.join(map(str, iters)) or 'none'})", str(tracker.path),
+                                       card_citation("megatron-tracker-file")))
+        newer = [i for i in iters if i > iteration]
+        if newer:
+            report.issues.append(Issue("tracker-behind", "warning",
+                                       f"iter_{newer[-1]:07d}/ is newer than the tracker ({iteration}): that save never "
+                                       "finished; resuming uses iteration " + str(iteration), str(tracker.path),
+                                       card_citation("megatron-tracker-file")))
+    iter_parents = {Path(c.path).parent for c in out}
+    for parent in iter_parents:
+        if not any(t.path.parent == parent for t in trackers):
+            report.issues.append(Issue("tracker-absent", "error",
+                                       f"{parent} has iter_* directories but no {TRACKER}: --load ignores a directory "
+                                       "without it (the actor starts again from --ref-load)", str(parent),
+                                       card_citation("megatron-tracker-file")))
+    return out
+
+
+def _scan_hf(files: list[FileEntry], dirs: list[Path], confinement: Confinement, claimed: set[Path]) -> list[Checkpoint]:
+    config_dirs = {f.path.parent for f in files if f.path.name == "config.json"}
+    out = []
+    for directory in sorted(config_dirs):
+        if directory in claimed or any(p in claimed for p in directory.parents):
+            continue
+        group = [f for f in files if f.path.parent == directory]
+        if not any(WEIGHT_FILE.search(f.path.name) for f in group) and not any(f.path.name.endswith(".index.json") for f in group):
+            continue
+        m = HF_STEP_DIR.search(directory.name)
+        ckpt = Checkpoint("hf", str(directory), step=int(m.group(1)) if m else None)
+        _summarise(ckpt, group)
+        ckpt.issues += _weights_issue(group, directory, confinement)
+        out.append(ckpt)
+    return out
+
+
+# --------------------------------------------------------------------------- recovery plans
+
+
+def recovery_plan(report: CheckpointReport, *, config: Any = None) -> RecoveryPlan:
+    """How to resume: AReaL recover.mode=auto (or a restart from weights), slime --load/--ckpt-step, or HF weights."""
+    if report.layout == "areal":
+        plan = _areal_plan(report, config)
+    elif report.layout == "slime":
+        plan = _slime_plan(report, config)
+    elif report.layout == "hf":
+        ckpt = report.latest()
+        plan = RecoveryPlan("hf", "from-weights" if ckpt else "none", ckpt,
+                            notes=["these are weights only: point the policy path (AReaL actor.path, slime --hf-checkpoint) "
+                                   "at the directory; optimizer state and data position start fresh"] if ckpt else
+                            ["no intact checkpoint to resume from"],
+                            config_lines=[f"actor.path={ckpt.path}"] if ckpt else [],
+                            citations=[card_citation("no-checkpoints-found")])
+    else:
+        plan = RecoveryPlan("unknown", "none", None, notes=["no checkpoints found: nothing to resume from"],
+                            citations=[card_citation("no-checkpoints-found")])
+    report.plan = plan
+    return plan
+
+
+def _areal_plan(report: CheckpointReport, config: Any) -> RecoveryPlan:
+    recover = report.latest(kinds=("areal_recover",), valid_only=False)
+    hf = report.latest(kinds=("areal_hf",))
+    all_recover = [c for c in report.checkpoints if c.kind == "areal_recover"]
+    cites = [card_citation("spot-interruption"), doc_citation("AReaL docs/en/reference/checkpointing.md", "Recovery Process")]
+    exp = (recover or hf).experiment if (recover or hf) else ""
+    trial = (recover or hf).trial if (recover or hf) else ""
+    config_path = getattr(config, "path", "<your config.yaml>") if config is not None else "<your config.yaml>"
+    keep = ["experiment_name and trial_name", "train_dataset.batch_size", "gconfig.n_samples (group size)",
+            "cluster.n_nodes and cluster.n_gpus_per_node", "actor.backend (DCP recovery checkpoints need the same parallelism)",
+            "cluster.fileroot"]
+    if config is not None:
+        values = {k: config.get(k) for k in ("train_dataset.batch_size", "gconfig.n_samples", "cluster.n_nodes", "actor.backend")}
+        keep = [f"{k} = {v}" for k, v in values.items() if v is not None] + ["experiment_name and trial_name", "cluster.fileroot"]
+    differences = _areal_differences(report, config, recover or hf)
+    before = report.before_step
+    usable_recover = recover if (recover and recover.valid and (before is None or (recover.step is not None and recover.step < before))) else None
+    if usable_recover:
+        lines = [f"experiment_name={exp}", f"trial_name={trial}", "recover.mode=auto"]
+        command = ("python -m areal.launcher.local <your_train_script.py> --config " + shlex.quote(str(config_path)) + " "
+                   + " ".join(shlex.quote(x) for x in lines))
+        notes = [f"resumes at global step {usable_recover.step + 1} from {usable_recover.path}",
+                 "model weights, optimizer state, data position and the step counter are restored"]
+        if differences:
+            notes.append("recovery will fail or silently start over unless the differences below are undone")
+        return RecoveryPlan("areal", "auto-recover", usable_recover, command, lines, keep, differences, notes,
+                            cites + [card_citation("recovery-config-changed")])
+    notes = []
+    if recover and not recover.valid:
+        notes.append(f"the recovery checkpoint {recover.path} is damaged ({'; '.join(recover.issues)}); auto-recovery cannot use it")
+    elif recover and before is not None and recover.step is not None and recover.step >= before:
+        notes.append(f"the recovery checkpoint is at step {recover.step}, not before step {before}: recover.mode=auto would "
+                     "resume from the state you want to avoid. Move recover_info/ aside or use a new trial_name")
+    elif not recover:
+        notes.append("no recover_checkpoint: recovery checkpoints are written only when recover.mode is on/auto and a "
+                     "recover.freq_* is set")
+    if hf is None:
+        return RecoveryPlan("areal", "none", None, notes=notes + ["no intact saved model either: nothing to resume from"],
+                            differences=differences, citations=cites + [card_citation("recovery-checkpoint-missing")])
+    new_trial = f"{trial}-from-step{hf.step}" if trial else f"resume-step{hf.step}"
+    lines = [f"experiment_name={exp}", f"trial_name={new_trial}", f"actor.path={hf.path}", "recover.mode=disabled"]
+    command = ("python -m areal.launcher.local <your_train_script.py> --config " + shlex.quote(str(config_path)) + " "
+               + " ".join(shlex.quote(x) for x in lines))
+    notes += [f"restart from the saved weights of global step {hf.step} ({hf.path}) as a new trial; optimizer state, data "
+              "position and step counter start fresh (Hugging Face saves hold weights only)",
+              "keep ref.path on the original base model if you use a KL penalty"]
+    return RecoveryPlan("areal", "from-weights", hf, command, lines, keep, differences, notes,
+                        cites + [card_citation("recovery-checkpoint-missing")])
+
+
+def _areal_differences(report: CheckpointReport, config: Any, ckpt: Checkpoint | None) -> list[str]:
+    if config is None or ckpt is None:
+        return []
+    out = []
+    for key, found in (("experiment_name", ckpt.experiment), ("trial_name", ckpt.trial)):
+        value = config.get(key)
+        if found and value is not None and str(value) != found:
+            out.append(f"{key}: config has {value!r}, the checkpoints belong to {found!r}")
+    root = config.get("cluster.fileroot")
+    if isinstance(root, str) and root and "${" not in root and not report.root.startswith(os.path.abspath(root)):
+        out.append(f"cluster.fileroot: config has {root!r}, the checkpoints are under {report.root}")
+    if ckpt.kind == "areal_recover" and ckpt.ranks:
+        from rlmedic.tools.areal_config import parse_allocation_mode, parse_backend
+
+        spec = None
+        backend = config.get("actor.backend")
+        try:
+            spec = parse_backend(backend) if isinstance(backend, str) and backend else None
+            if spec is None and isinstance(config.get("allocation_mode"), str):
+                spec = parse_allocation_mode(config.get("allocation_mode"))[1]
+        except ValueError:
+            spec = None
+        if spec is not None and spec.world != ckpt.ranks:
+            out.append(f"actor parallelism: the recovery checkpoint was written by {ckpt.ranks} rank(s), the config "
+                       f"trains on {spec.world} ({spec.raw}); DCP recovery needs the same layout")
+    return out
+
+
+def _slime_plan(report: CheckpointReport, config: Any) -> RecoveryPlan:
+    cites = [card_citation("resume-slime"), doc_citation("slime docs/en/get_started/qa.md", "How do I resume training?"),
+             doc_citation("slime docs/en/get_started/usage.md", "Loading Megatron Checkpoints")]
+    ckpt = report.latest(kinds=("megatron",))
+    if ckpt is None:
+        return RecoveryPlan("slime", "none", None, notes=["no intact iter_* checkpoint to resume from"],
+                            citations=cites + [card_citation("megatron-tracker-file")])
+    save_dir = str(Path(ckpt.path).parent)
+    args = ["--load", save_dir]
+    notes = [f"resumes from iteration {ckpt.step} in {save_dir}"]
+    if report.tracker_iteration is None or ckpt.step != report.tracker_iteration or report.before_step is not None:
+        args += ["--ckpt-step", str(ckpt.step)]
+        notes.append(f"--ckpt-step {ckpt.step} selects that iteration instead of the one in {TRACKER}")
+    differences = []
+    keep = ["--save (keep it equal to --load)", "--tensor-model-parallel-size / --pipeline-model-parallel-size when the "
+            "checkpoint uses the torch format (mp_rank_* directories); torch_dist reshards"]
+    if config is not None:
+        save = config.get("--save")
+        load = config.get("--load")
+        if save and save.rstrip("/") != save_dir.rstrip("/"):
+            differences.append(f"--save is {save}, the checkpoints are in {save_dir}")
+        if load and load.rstrip("/") != save_dir.rstrip("/"):
+            differences.append(f"--load is {load}: it must point at {save_dir}")
+    return RecoveryPlan("slime", "megatron-load", ckpt, command=" ".join(shlex.quote(a) for a in args), config_lines=args,
+                        keep_unchanged=keep, differences=differences, notes=notes, citations=cites)
+
+
+def by_experiment(report: CheckpointReport) -> dict[str, dict[str, list[Checkpoint]]]:
+    out: dict[str, dict[str, list[Checkpoint]]] = defaultdict(lambda: defaultdict(list))
+    for c in report.selected():
+        out[c.experiment][c.trial].append(c)
+    return out

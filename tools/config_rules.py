@@ -1,0 +1,1137 @@
+"""Config rules: a declarative table (``data/config_rules.yaml``) plus one check per rule.
+
+The table holds each rule's id, severity, summary and citations; this module holds the
+checks that compute a rule's message and its proposed change from a config (AReaL YAML
+or slime launch arguments), a GPU snapshot and a log's findings. ``lint_areal`` and
+``lint_slime`` run every rule; ``fix_config`` (in :mod:`rlmedic.tools.fix_config`)
+applies the changes.
+
+Shared result types (:class:`Problem`, :class:`Change`) live here too, so that the
+AReaL loader, the slime parser and the fixer speak the same vocabulary.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from rlmedic.errors import UserError
+from rlmedic.types import Citation, Finding, Fix, severity_rank
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rlmedic.confine import Confinement
+    from rlmedic.tools.areal_config import ArealConfig
+    from rlmedic.tools.gpu import GpuSnapshot
+    from rlmedic.tools.gpu_advice import ModelSpec
+    from rlmedic.tools.slime_args import SlimeLaunch
+
+RULES_PATH = Path(__file__).parent / "data" / "config_rules.yaml"
+
+#: Where a relative or /tmp fileroot moves by default: the network-volume mount the
+#: cloud seed uses (RunPod mounts volumes at /workspace). ``--fileroot`` overrides it.
+DEFAULT_PERSISTENT_ROOT = "/workspace/outputs"
+SPOT_RECOVER_FREQ_SECS = 3600
+LONG_RUN_REQUEST_TIMEOUT = 7200
+LONG_RUN_REQUEST_RETRIES = 5
+
+
+# --------------------------------------------------------------------------- citations
+
+
+def card_citation(card_id: str) -> Citation:
+    """A citation of a playbook card; the section names the card's first reference when loaded."""
+    section = ""
+    try:
+        from rlmedic.knowledge.cards import card_by_id
+
+        card = card_by_id(card_id)
+        if card is not None:
+            section = str(card.references[0])
+    except UserError:  # a broken card elsewhere must not break config checks
+        pass
+    return Citation(kind="card", ref=card_id, section=section)
+
+
+def doc_citation(page: str, section: str = "", lines: tuple[int | None, int | None] | None = None) -> Citation:
+    span = None
+    if lines and lines[0]:
+        span = (int(lines[0]), int(lines[1] or lines[0]))
+    return Citation(kind="doc", ref=page, section=section, lines=span)
+
+
+def _citation_from(entry: dict[str, Any]) -> Citation:
+    if "card" in entry:
+        return card_citation(str(entry["card"]))
+    return doc_citation(str(entry["doc"]), str(entry.get("section", "")))
+
+
+# --------------------------------------------------------------------------- result types
+
+
+@dataclass
+class Change:
+    """One edit: ``op`` is set (key/flag -> new), delete, rename (new = new name), add_flag or remove_flag."""
+
+    key: str
+    old: Any
+    new: Any
+    reason: str
+    citation: Citation | None = None
+    rule: str = ""
+    op: str = "set"
+    citations: list[Citation] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "old": self.old,
+            "new": self.new,
+            "reason": self.reason,
+            "citation": str(self.citation) if self.citation else None,
+            "citations": [str(c) for c in (self.citations or ([self.citation] if self.citation else []))],
+            "rule": self.rule,
+            "op": self.op,
+        }
+
+    def to_fix(self) -> Fix:
+        if self.op == "delete" or self.op == "remove_flag":
+            action = f"remove {self.key}"
+        elif self.op == "rename":
+            action = f"rename {self.key} to {self.new}"
+        else:
+            action = f"set {self.key} to {self.new}" + (f" (was {self.old})" if self.old is not None else "")
+        return Fix(action=action, key=self.key, old=self.old, new=self.new, why=self.reason, citation=self.citation)
+
+
+@dataclass
+class Problem:
+    """A rule or schema violation, with the change that would fix it (if there is one)."""
+
+    key: str
+    message: str
+    severity: str
+    citation: Citation | None = None
+    rule: str = ""
+    line: int | None = None
+    suggestion: str = ""
+    changes: list[Change] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
+
+    @property
+    def fixable(self) -> bool:
+        return bool(self.changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        cites = self.citations or ([self.citation] if self.citation else [])
+        return {
+            "key": self.key,
+            "message": self.message,
+            "severity": self.severity,
+            "citation": str(self.citation) if self.citation else None,
+            "citations": [str(c) for c in cites],
+            "rule": self.rule,
+            "line": self.line,
+            "suggestion": self.suggestion or None,
+            "fixable": self.fixable,
+        }
+
+    def to_finding(self, file: str = "") -> Finding:
+        """The shared vocabulary: a Finding for renderers and the agent."""
+        cites = self.citations or ([self.citation] if self.citation else [])
+        card = next((c.ref for c in cites if c.kind == "card"), "")
+        return Finding(
+            id=f"config:{self.rule or 'schema'}:{self.key}",
+            category="config_constraint",
+            severity=self.severity,  # type: ignore[arg-type]
+            summary=self.message,
+            file=file,
+            line=self.line,
+            evidence={"key": self.key, "rule": self.rule},
+            fixes=[c.to_fix() for c in self.changes],
+            citations=cites,
+            card=card,
+        )
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    framework: str
+    severity: str
+    summary: str
+    citations: tuple[Citation, ...]
+    spot_severity: str = ""
+    seed: str = ""
+    needs: tuple[str, ...] = ()
+    check: str = ""
+
+    @property
+    def citation(self) -> Citation | None:
+        return self.citations[0] if self.citations else None
+
+    def severity_for(self, ctx: LintContext) -> str:
+        return self.spot_severity if (self.spot_severity and ctx.is_spot) else self.severity
+
+    def problem(self, ctx: LintContext, key: str, message: str, *, line: int | None = None,
+                changes: list[Change] | None = None, severity: str | None = None) -> Problem:
+        for change in changes or []:
+            change.rule = change.rule or self.id
+            change.citation = change.citation or self.citation
+            change.citations = change.citations or list(self.citations)
+        return Problem(
+            key=key, message=message, severity=severity or self.severity_for(ctx), citation=self.citation,
+            rule=self.id, line=line, changes=list(changes or []), citations=list(self.citations),
+        )
+
+    def change(self, key: str, old: Any, new: Any, reason: str, op: str = "set") -> Change:
+        return Change(key=key, old=old, new=new, reason=reason, citation=self.citation, rule=self.id, op=op,
+                      citations=list(self.citations))
+
+
+@dataclass(frozen=True)
+class Remedy:
+    id: str
+    framework: str
+    phase: str
+    citations: tuple[Citation, ...]
+    key: str = ""
+    flag: str = ""
+    action: str = ""
+
+    @property
+    def citation(self) -> Citation | None:
+        return self.citations[0] if self.citations else None
+
+
+_SEVERITIES = ("critical", "error", "warning", "info")
+
+
+@functools.cache
+def _table(path: str | None = None) -> dict[str, Any]:
+    with open(path or RULES_PATH, encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def load_rules(path: str | None = None) -> dict[str, Rule]:
+    """The rules table, validated: unknown fields, severities or missing checks fail loudly."""
+    data = _table(path)
+    rules: dict[str, Rule] = {}
+    allowed = {"id", "framework", "severity", "spot_severity", "summary", "seed", "citations", "needs", "check"}
+    for raw in data.get("rules", []):
+        extra = set(raw) - allowed
+        if extra:
+            raise UserError(f"config rule {raw.get('id')}: unknown field(s) {', '.join(sorted(extra))}")
+        rid = raw["id"]
+        if rid in rules:
+            raise UserError(f"config rule {rid}: duplicate id")
+        for sev_key in ("severity", "spot_severity"):
+            if raw.get(sev_key) and raw[sev_key] not in _SEVERITIES:
+                raise UserError(f"config rule {rid}: bad {sev_key} {raw[sev_key]!r}")
+        check = raw.get("check") or rid.replace("-", "_")
+        if check not in CHECKS:
+            raise UserError(f"config rule {rid}: no check named {check!r}")
+        if not raw.get("citations"):
+            raise UserError(f"config rule {rid}: every rule needs a citation")
+        rules[rid] = Rule(
+            id=rid, framework=raw["framework"], severity=raw["severity"], summary=raw["summary"],
+            citations=tuple(_citation_from(c) for c in raw["citations"]), spot_severity=raw.get("spot_severity", ""),
+            seed=raw.get("seed", ""), needs=tuple(raw.get("needs", ())), check=check,
+        )
+    return rules
+
+
+def load_remedies(path: str | None = None) -> dict[str, dict[str, list[Remedy]]]:
+    """Remedies per framework and failure phase, most effective first."""
+    data = _table(path).get("remedies", {})
+    out: dict[str, dict[str, list[Remedy]]] = {}
+    for framework, phases in data.items():
+        for phase, entries in phases.items():
+            out.setdefault(framework, {})[phase] = [
+                Remedy(
+                    id=e["id"], framework=framework, phase=phase,
+                    citations=tuple(_citation_from(c) for c in e.get("citations", [])),
+                    key=e.get("key", ""), flag=e.get("flag", ""), action=e.get("action", ""),
+                )
+                for e in entries
+            ]
+    return out
+
+
+# --------------------------------------------------------------------------- context
+
+
+#: Log finding -> failure phase, when the finding carries no evidence["phase"].
+_CATEGORY_PHASE = {"oom_generation": "generation", "oom_training": "training", "oom_weight_update": "weight_update",
+                   "sglang_connection": "connection", "sglang_crash": "connection"}
+_CARD_PHASE = {"oom-initialization": "initialization", "oom-data-transfer": "data_transfer",
+               "oom-colocated": "colocated", "oom-consumer-gpu": "colocated",
+               "sglang-disconnect-long-run": "connection", "weight-sync-timeout": "connection"}
+_SPOT_CARDS = {"spot-interruption", "recovery-checkpoint-missing", "recovery-config-changed", "no-checkpoints-found",
+               "recover-checkpoint-invalid", "checkpoints-not-on-persistent-volume"}
+
+
+@dataclass
+class LintContext:
+    """What a check may use besides the config itself."""
+
+    snapshot: GpuSnapshot | None = None
+    findings: list[Finding] = field(default_factory=list)
+    spot: bool = False
+    model: ModelSpec | None = None
+    fileroot: str = ""  # where to move a relative/ephemeral fileroot; default DEFAULT_PERSISTENT_ROOT
+    confinement: Confinement | None = None
+
+    @property
+    def is_spot(self) -> bool:
+        return self.spot or any(f.card in _SPOT_CARDS or f.category == "checkpoint_recovery" for f in self.findings)
+
+    @property
+    def phases(self) -> list[str]:
+        """Failure phases seen in the log, in the order of their first finding (root first)."""
+        ordered = sorted(self.findings, key=lambda f: (f.root is not None, 0))
+        seen: list[str] = []
+        for finding in ordered:
+            phase = finding_phase(finding)
+            if phase and phase not in seen:
+                seen.append(phase)
+        return seen
+
+    def saw(self, *, categories: tuple[str, ...] = (), cards: tuple[str, ...] = ()) -> bool:
+        return any(f.category in categories or f.card in cards for f in self.findings)
+
+
+def finding_phase(finding: Finding) -> str:
+    if finding.card in _CARD_PHASE:
+        return _CARD_PHASE[finding.card]
+    phase = str(finding.evidence.get("phase") or "")
+    if finding.category.startswith("oom") and phase:
+        return phase
+    return _CATEGORY_PHASE.get(finding.category, phase if finding.category.startswith("oom") else "")
+
+
+# --------------------------------------------------------------------------- checks registry
+
+CheckFn = Callable[[Any, "LintContext", Rule], list[Problem]]
+CHECKS: dict[str, CheckFn] = {}
+
+
+def check(name: str) -> Callable[[CheckFn], CheckFn]:
+    def register(fn: CheckFn) -> CheckFn:
+        CHECKS[name] = fn
+        return fn
+
+    return register
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.replace("_", ""))
+        except ValueError:
+            return None
+    return None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value))
+    except ValueError:
+        return None
+
+
+def _sort(problems: list[Problem]) -> list[Problem]:
+    return sorted(problems, key=lambda p: (severity_rank(p.severity), p.line or 0, p.key))
+
+
+def lint_areal(config: ArealConfig, ctx: LintContext | None = None, *, rules: dict[str, Rule] | None = None) -> list[Problem]:
+    """Schema check plus every AReaL rule."""
+    from rlmedic.tools.areal_config import check_schema
+
+    ctx = ctx or LintContext()
+    problems = check_schema(config)
+    attach_schema_fixes(config, problems)
+    for rule in (rules or load_rules()).values():
+        if rule.framework == "areal":
+            problems += CHECKS[rule.check](config, ctx, rule)
+    return _sort(problems)
+
+
+def lint_slime(launch: SlimeLaunch, ctx: LintContext | None = None, *, rules: dict[str, Rule] | None = None) -> list[Problem]:
+    """Every slime rule over parsed launch arguments."""
+    ctx = ctx or LintContext()
+    problems = list(launch.problems)
+    for rule in (rules or load_rules()).values():
+        if rule.framework == "slime":
+            problems += CHECKS[rule.check](launch, ctx, rule)
+    return _sort(problems)
+
+
+# =========================================================================== AReaL checks
+
+
+def load_migrations(path: str | None = None) -> dict[str, Any]:
+    return _table(path).get("migrations", {})
+
+
+def attach_schema_fixes(cfg: ArealConfig, problems: list[Problem]) -> None:
+    """Give schema problems their fix: rename a typo, migrate a removed option, correct a choice."""
+    migrations = load_migrations()
+    for problem in problems:
+        last = problem.key.rsplit(".", 1)[-1]
+        if problem.rule == "schema-removed":
+            problem.changes = _migrate(cfg, problem, last, migrations.get(last))
+        elif problem.rule == "schema-typo" and problem.suggestion:
+            if problem.suggestion in migrations:
+                problem.changes = _migrate(cfg, problem, problem.suggestion, migrations[problem.suggestion])
+            else:
+                problem.changes = [Change(problem.key, last, problem.suggestion, f"{problem.suggestion} is the AReaL option",
+                                          problem.citation, problem.rule, "rename", list(problem.citations))]
+        elif problem.rule == "schema-choice" and problem.suggestion:
+            problem.changes = [Change(problem.key, cfg.get(problem.key), problem.suggestion, "the closest allowed value",
+                                      problem.citation, problem.rule, "set", list(problem.citations))]
+
+
+def _migrate(cfg: ArealConfig, problem: Problem, name: str, migration: dict[str, Any] | None) -> list[Change]:
+    if not migration:
+        return []
+    parent = problem.key.rsplit(".", 1)[0] if "." in problem.key else ""
+    prefix = f"{parent}." if parent else ""
+    value = _plain_value(cfg.get(problem.key))
+    cites = [_citation_from(c) for c in migration.get("citations", [])] or list(problem.citations)
+    changes: list[Change] = []
+    settings: dict[str, Any] | None = {}
+    if "to" in migration:
+        settings = {migration["to"]: value, **migration.get("also", {})}
+    elif "values" in migration:
+        if value not in migration["values"]:
+            return []
+        settings = migration["values"][value]
+    for sub, new in (settings or {}).items():
+        target = prefix + sub
+        if not cfg.has(target):
+            changes.append(Change(target, None, new, f"replaces the removed {name}: {problem.key.rsplit('.', 1)[-1]} = {value!r}",
+                                  cites[0], problem.rule, "set", cites))
+    changes.append(Change(problem.key, value, None, f"{name} no longer exists in AReaL", cites[0], problem.rule, "delete", cites))
+    return changes
+
+
+def _plain_value(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
+        return value
+    for kind in (int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
+def _areal_model(cfg: ArealConfig, ctx: LintContext) -> ModelSpec | None:
+    if ctx.model is not None:
+        return ctx.model
+    from rlmedic.tools.gpu_advice import model_spec
+
+    return model_spec(cfg.get("actor.path"), confinement=ctx.confinement)
+
+
+@dataclass
+class ArealLayout:
+    rollout: Any  # ParallelSpec | None
+    train: Any
+    rollout_key: str
+    train_key: str
+    n_nodes: int
+    per_node: int
+    colocated: bool
+    shared_by_count: bool
+
+    @property
+    def cluster_gpus(self) -> int:
+        return self.n_nodes * self.per_node
+
+
+def areal_layout(cfg: ArealConfig) -> ArealLayout:
+    """Where rollout and training run, from per-engine backends or the legacy allocation_mode."""
+    from rlmedic.tools.areal_config import parse_allocation_mode, parse_backend
+
+    rollout = train = None
+    rollout_key = train_key = ""
+    for key, kind in (("rollout.backend", "rollout"), ("actor.backend", "train")):
+        value = cfg.get(key)
+        if isinstance(value, str) and value and "${" not in value:
+            try:
+                spec = parse_backend(value)
+            except ValueError:
+                continue
+            if kind == "rollout":
+                rollout, rollout_key = spec, key
+            else:
+                train, train_key = spec, key
+    legacy = cfg.get("allocation_mode")
+    if isinstance(legacy, str) and legacy and (rollout is None or train is None):
+        try:
+            gen, trn = parse_allocation_mode(legacy)
+        except ValueError:
+            gen = trn = None
+        if rollout is None and gen is not None:
+            rollout, rollout_key = gen, "allocation_mode"
+        if train is None and trn is not None:
+            train, train_key = trn, "allocation_mode"
+    n_nodes = _int(cfg.get("cluster.n_nodes")) or 1
+    per_node = _int(cfg.get("cluster.n_gpus_per_node"))
+    if per_node is None:
+        per_node = 8
+    strategy = cfg.get("rollout.scheduling_strategy.type")
+    cluster = n_nodes * per_node
+    by_count = bool(rollout and train and rollout.world + train.world > cluster and max(rollout.world, train.world) <= cluster)
+    colocated = strategy == "colocation" or by_count
+    return ArealLayout(rollout, train, rollout_key, train_key, n_nodes, per_node, colocated, by_count)
+
+
+@check("areal_mb_tokens_cover_sequence")
+def _areal_mb_tokens(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    max_length = _int(cfg.get("train_dataset.max_length"))
+    new_tokens = _int(cfg.get("gconfig.max_new_tokens"))
+    if max_length is None or new_tokens is None:
+        return []
+    need = max_length + new_tokens
+    problems = []
+    for role in ("actor", "ref", "critic"):
+        key = f"{role}.mb_spec.max_tokens_per_mb"
+        raw = cfg.get(key, resolve=False)
+        value = _int(cfg.get(key))
+        if value is None or value >= need:
+            continue
+        changes = []
+        if not (isinstance(raw, str) and "${" in raw):
+            changes.append(rule.change(key, value, need, f"a micro-batch must hold one whole sequence: max_length {max_length} + max_new_tokens {new_tokens} = {need}"))
+        problems.append(
+            rule.problem(
+                ctx, key,
+                f"{key} = {value} is below train_dataset.max_length + gconfig.max_new_tokens = {max_length} + {new_tokens} = {need}; "
+                "a full-length sequence cannot fit into one micro-batch",
+                line=cfg.line(key), changes=changes,
+            )
+        )
+    return problems
+
+
+_ENGINE_KEYS = ("rollout.backend", "actor.backend", "ref.backend", "critic.backend", "teacher.backend")
+
+
+@check("areal_backend_syntax")
+def _areal_backend_syntax(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    from rlmedic.tools.areal_config import parse_allocation_mode, parse_backend
+
+    problems = []
+    for key in _ENGINE_KEYS:
+        raw = cfg.get(key, resolve=False)
+        if not isinstance(raw, str) or not raw.strip() or "${" in raw:
+            continue
+        try:
+            parse_backend(raw)
+        except ValueError as exc:
+            changes = []
+            default = "sglang" if key.startswith("rollout") else "fsdp"
+            try:
+                parse_backend(f"{default}:{raw.strip()}")
+                changes.append(rule.change(key, raw, f"{default}:{raw.strip()}",
+                                           f"backend strings need an explicit backend prefix; {default} is AReaL's usual engine for {key.split('.')[0]}"))
+            except ValueError:
+                pass
+            problems.append(rule.problem(ctx, key, f"{key} = {raw!r}: {exc}", line=cfg.line(key), changes=changes))
+    legacy = cfg.get("allocation_mode", resolve=False)
+    if isinstance(legacy, str) and legacy.strip() and "${" not in legacy:
+        try:
+            parse_allocation_mode(legacy)
+        except ValueError as exc:
+            problems.append(rule.problem(ctx, "allocation_mode", f"allocation_mode = {legacy!r}: {exc}", line=cfg.line("allocation_mode")))
+    return problems
+
+
+@check("areal_allocation_mode_deprecated")
+def _areal_allocation_deprecated(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    legacy = cfg.get("allocation_mode")
+    if not isinstance(legacy, str) or not legacy.strip():
+        return []
+    return [rule.problem(ctx, "allocation_mode",
+                         f"allocation_mode ({legacy!r}) is deprecated; newer AReaL reads rollout.backend and actor.backend instead "
+                         "(only the legacy SPMD launchers read it)", line=cfg.line("allocation_mode"))]
+
+
+@check("areal_backend_fits_cluster")
+def _areal_backend_fits(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    from rlmedic.tools.gpu_advice import snapshot_gpu_count
+
+    layout = areal_layout(cfg)
+    if layout.per_node == 0:  # CPU template
+        return []
+    problems = []
+    visible = snapshot_gpu_count(ctx.snapshot)
+    per_node = layout.per_node
+    changes: list[Change] = []
+    if visible is not None and layout.n_nodes == 1 and visible < per_node:
+        changes.append(rule.change("cluster.n_gpus_per_node", per_node, visible,
+                                   f"the GPU snapshot shows {visible} GPU(s) on this machine"))
+        problems.append(rule.problem(
+            ctx, "cluster.n_gpus_per_node",
+            f"cluster.n_gpus_per_node = {per_node} but the snapshot shows {visible} GPU(s)",
+            line=cfg.line("cluster.n_gpus_per_node"), changes=changes,
+        ))
+        per_node = visible
+    cluster = layout.n_nodes * per_node
+    for spec, key in ((layout.rollout, layout.rollout_key), (layout.train, layout.train_key)):
+        if spec is None or spec.world <= cluster:
+            continue
+        fix: list[Change] = []
+        inner = spec.world // spec.d
+        if key != "allocation_mode" and inner <= cluster:
+            new_d = max(1, cluster // inner)
+            new = spec.with_dims(d=new_d)
+            fix.append(rule.change(key, spec.raw, new.raw, f"{spec.raw} needs {spec.world} GPUs; the cluster has {cluster}: "
+                                   f"keep t/p/c and use {new_d} data-parallel replica(s)"))
+        problems.append(rule.problem(
+            ctx, key, f"{key} = {spec.raw!r} needs {spec.world} GPUs but the cluster has {cluster} "
+            f"({layout.n_nodes} node(s) x {per_node})", line=cfg.line(key), changes=fix,
+        ))
+    return problems
+
+
+_LEGACY_SP_KEYS = ("actor.fsdp.ulysses_sp_size", "fsdp.ulysses_sp_size")
+
+
+@check("areal_ulysses_sp_divisibility")
+def _areal_ulysses(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    layout = areal_layout(cfg)
+    model = _areal_model(cfg, ctx)
+    heads = model.heads if model else None
+    problems = []
+    train = layout.train
+    for legacy_key in _LEGACY_SP_KEYS:
+        sp = _int(cfg.get(legacy_key))
+        if not sp or sp <= 1:
+            continue
+        dp = train.d if train else None
+        bad = []
+        if dp and dp % sp:
+            bad.append(f"the FSDP data-parallel degree {dp}")
+        if heads and heads % sp:
+            bad.append(f"{model.name}'s {heads} attention heads")
+        if bad:
+            valid = [v for v in range(1, sp + 1) if (not dp or dp % v == 0) and (not heads or heads % v == 0)]
+            best = max(valid)
+            problems.append(rule.problem(
+                ctx, legacy_key, f"{legacy_key} = {sp} does not divide {' and '.join(bad)}; valid sizes: "
+                f"{', '.join(map(str, valid))}", line=cfg.line(legacy_key),
+                changes=[rule.change(legacy_key, sp, best, f"largest size dividing both ({', '.join(map(str, valid))} are valid)")],
+            ))
+    if train is not None and train.c > 1 and heads and heads % train.c and layout.train_key != "allocation_mode":
+        valid = [v for v in range(1, train.c + 1) if heads % v == 0 and (train.c * train.d) % v == 0]
+        best = max(valid)
+        new = train.with_dims(c=best, d=train.d * train.c // best)
+        problems.append(rule.problem(
+            ctx, layout.train_key,
+            f"{layout.train_key} = {train.raw!r}: Ulysses context-parallel size {train.c} does not divide "
+            f"{model.name}'s {heads} attention heads (valid: {', '.join(map(str, [v for v in range(1, 65) if heads % v == 0 and v <= max(train.c, 8)]))})",
+            line=cfg.line(layout.train_key),
+            changes=[rule.change(layout.train_key, train.raw, new.raw,
+                                 f"context-parallel {best} divides {heads} heads; data parallel grows to keep {train.world} GPUs")],
+        ))
+    return problems
+
+
+@check("areal_mem_fraction_range")
+def _areal_mem_fraction_range(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    key = "sglang.mem_fraction_static"
+    value = _float(cfg.get(key))
+    if value is None or 0 < value < 1:
+        return []
+    new = round(value / 100, 2) if 1 < value <= 100 and 0 < value / 100 < 1 else 0.8
+    return [rule.problem(ctx, key, f"{key} = {value} is a share of GPU memory and must lie between 0 and 1",
+                         line=cfg.line(key), changes=[rule.change(key, value, new, "a fraction of GPU memory, not a percentage")])]
+
+
+def _sglang_rollout(layout: ArealLayout) -> bool:
+    return layout.rollout is not None and layout.rollout.backend == "sglang"
+
+
+def colocation_report(cfg: ArealConfig, ctx: LintContext, *, mem_fraction: float | None = None,
+                      gradient_checkpointing: bool | None = None, max_tokens_per_mb: int | None = None) -> Any:
+    """The colocation budget for this config on the snapshot's smallest GPU (None if unknown)."""
+    from rlmedic.tools.areal_config import default_of
+    from rlmedic.tools.gpu import ROLE_SGLANG, ROLE_TRAINER
+    from rlmedic.tools.gpu_advice import colocation_fit, estimate_trainer_memory, smallest_gpu
+
+    gpu = smallest_gpu(ctx.snapshot)
+    model = _areal_model(cfg, ctx)
+    if gpu is None or model is None:
+        return None
+    layout = areal_layout(cfg)
+    fraction = mem_fraction if mem_fraction is not None else _float(cfg.get("sglang.mem_fraction_static"))
+    if fraction is None:
+        fraction = float(default_of("sglang.mem_fraction_static", 0.9))
+    tokens = max_tokens_per_mb or _int(cfg.get("actor.mb_spec.max_tokens_per_mb"))
+    if tokens is None:
+        tokens = (_int(cfg.get("train_dataset.max_length")) or 1024) + (_int(cfg.get("gconfig.max_new_tokens")) or 1024)
+    ckpt = gradient_checkpointing if gradient_checkpointing is not None else bool(cfg.get("actor.gradient_checkpointing"))
+    optimizer = cfg.get("actor.optimizer.type") if cfg.get("actor.optimizer") is not None else None
+    trainer = estimate_trainer_memory(
+        model, dtype=str(cfg.get("actor.dtype") or "bfloat16"), optimizer=optimizer if optimizer is not None else (
+            "adam" if cfg.has("actor.optimizer") is False else None),
+        gradient_checkpointing=ckpt, max_tokens_per_mb=tokens,
+        shards=layout.train.world if layout.train else 1,
+        offload=bool(cfg.get("actor.offload")) or bool(cfg.get("enable_offload")),
+    )
+    if cfg.get("ref") is not None and (_float(cfg.get("actor.kl_ctl")) or 0) > 0:
+        trainer.components["ref_weights"] = trainer.components["weights"]
+        trainer.assumptions.append("a reference model (actor.kl_ctl > 0) shares the GPU")
+    other = sum(p.used_gpu_memory or 0 for p in gpu.processes if p.leftover or p.role not in (ROLE_SGLANG, ROLE_TRAINER))
+    return colocation_fit(gpu.memory_total, fraction, trainer, model=model, dtype=str(cfg.get("sglang.dtype") or "bfloat16"),
+                          sglang_tp=layout.rollout.t if layout.rollout else 1, other_used=other)
+
+
+@check("areal_colocated_memory")
+def _areal_colocated_memory(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    layout = areal_layout(cfg)
+    if not layout.colocated or not _sglang_rollout(layout):
+        return []
+    fit = colocation_report(cfg, ctx)
+    if fit is None or fit.fits:
+        return []
+    key = "sglang.mem_fraction_static"
+    changes: list[Change] = []
+    if fit.max_mem_fraction is not None:
+        changes.append(rule.change(key, fit.mem_fraction_static, fit.max_mem_fraction,
+                                   f"largest share that leaves the trainer room on this GPU: {colocation_report(cfg, ctx, mem_fraction=fit.max_mem_fraction).reason}"))
+    elif not cfg.get("actor.gradient_checkpointing"):
+        with_ckpt = colocation_report(cfg, ctx, gradient_checkpointing=True)
+        if with_ckpt is not None and with_ckpt.max_mem_fraction is not None:
+            changes.append(rule.change("actor.gradient_checkpointing", cfg.get("actor.gradient_checkpointing"), True,
+                                       "recomputing activations shrinks the trainer enough to share the GPU"))
+            if not with_ckpt.fits:
+                changes.append(rule.change(key, fit.mem_fraction_static, with_ckpt.max_mem_fraction,
+                                           "largest share that leaves the trainer room once gradient checkpointing is on"))
+    gpu_name = ctx.snapshot.gpus[0].name if ctx.snapshot and ctx.snapshot.gpus else "this GPU"
+    return [rule.problem(ctx, key, f"SGLang and the trainer share {gpu_name}: {fit.reason}", line=cfg.line(key) or cfg.line("sglang"),
+                         changes=changes)]
+
+
+@check("areal_colocated_share")
+def _areal_colocated_share(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    from rlmedic.tools.areal_config import default_of
+
+    layout = areal_layout(cfg)
+    if not layout.colocated or not _sglang_rollout(layout) or (ctx.snapshot is not None and ctx.snapshot.has_gpus):
+        return []
+    fraction = _float(cfg.get("sglang.mem_fraction_static"))
+    if fraction is None:
+        fraction = float(default_of("sglang.mem_fraction_static", 0.9))
+    if fraction <= 0.5:
+        return []
+    how = "a colocation strategy" if not layout.shared_by_count else (
+        f"{layout.rollout.world} + {layout.train.world} GPUs on a {layout.cluster_gpus}-GPU cluster")
+    return [rule.problem(ctx, "sglang.mem_fraction_static",
+                         f"SGLang and the trainer share GPUs ({how}) and SGLang reserves {fraction:.0%} of each; on GPUs under "
+                         "80 GB that leaves too little for training (0.5 fits an A40). Check with --snapshot F",
+                         line=cfg.line("sglang.mem_fraction_static"))]
+
+
+@check("areal_attention_backend")
+def _areal_attention_backend(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    from rlmedic.tools.areal_config import default_of
+    from rlmedic.tools.gpu_advice import attention_backend_advice
+
+    layout = areal_layout(cfg)
+    if ctx.snapshot is None or not ctx.snapshot.has_gpus or (layout.rollout is not None and layout.rollout.backend != "sglang"):
+        return []
+    key = "sglang.attention_backend"
+    backend = cfg.get(key)
+    if backend is None:
+        backend = default_of(key, "fa3")
+    problems = []
+    seen = set()
+    for gpu in ctx.snapshot.gpus:
+        advice = attention_backend_advice(gpu)
+        if advice is None or advice.sm in seen or advice.allows(str(backend)):
+            continue
+        seen.add(advice.sm)
+        severity = rule.severity if (advice.sm or 0) >= 100 else "warning"
+        problems.append(rule.problem(
+            ctx, key, f"{key} = {backend!r}" + (" (the default)" if not cfg.has(key) else "") + f": {advice.reason}",
+            line=cfg.line(key), severity=severity,
+            changes=[rule.change(key, backend, advice.recommended, advice.reason)],
+        ))
+    return problems[:1]
+
+
+def _fileroot_keys(cfg: ArealConfig) -> list[str]:
+    keys = ["cluster.fileroot"] if cfg.has("cluster.fileroot") else []
+    keys += [k for k in cfg.keys() if k.endswith(".fileroot") and k != "cluster.fileroot" and k.count(".") == 1]
+    return keys
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _persistent_target(ctx: LintContext, current: str) -> str:
+    base = ctx.fileroot or DEFAULT_PERSISTENT_ROOT
+    tail = current
+    if tail.startswith("/tmp/"):
+        tail = tail[len("/tmp/"):]
+    tail = posixpath.normpath(tail.lstrip("./")) if tail.strip("./") else ""
+    if tail.startswith("outputs/") and base.endswith("/outputs"):
+        tail = tail[len("outputs/"):]
+    return posixpath.join(base, tail) if tail and tail != "." else base
+
+
+def _persistent_reason(ctx: LintContext) -> str:
+    if ctx.fileroot:
+        return f"{ctx.fileroot} is the persistent location you named"
+    return (f"assumes your network volume is mounted at {posixpath.dirname(DEFAULT_PERSISTENT_ROOT)} (as on RunPod); "
+            "pass --fileroot to choose another persistent path")
+
+
+@check("areal_fileroot_absolute")
+def _areal_fileroot_absolute(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    problems = []
+    for key in _fileroot_keys(cfg):
+        raw = cfg.get(key, resolve=False)
+        if not isinstance(raw, str) or "${" in raw or not raw or raw.startswith("/") or _is_remote(raw):
+            continue
+        new = _persistent_target(ctx, raw)
+        problems.append(rule.problem(
+            ctx, key, f"{key} = {raw!r} is relative: it resolves against the launch directory, typically the container "
+            "disk, and checkpoints are lost with the pod", line=cfg.line(key),
+            changes=[rule.change(key, raw, new, f"absolute path on persistent storage; {_persistent_reason(ctx)}")],
+        ))
+    return problems
+
+
+@check("areal_fileroot_persistent")
+def _areal_fileroot_persistent(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    key = "cluster.fileroot"
+    raw = cfg.get(key, resolve=False)
+    if not isinstance(raw, str) or "${" in raw or not (raw == "/tmp" or raw.startswith("/tmp/")):
+        return []
+    new = _persistent_target(ctx, raw)
+    return [rule.problem(
+        ctx, key, f"{key} = {raw!r} is under /tmp: checkpoints and recovery info disappear when the machine goes away "
+        "(always for spot instances)", line=cfg.line(key),
+        changes=[rule.change(key, raw, new, f"keep checkpoints on a mounted volume; {_persistent_reason(ctx)}")],
+    )]
+
+
+@check("areal_weight_update_disk_shared")
+def _areal_weight_update_disk(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    if cfg.get("actor.weight_update_mode") != "disk" or (_int(cfg.get("cluster.n_nodes")) or 1) <= 1:
+        return []
+    root = cfg.get("cluster.fileroot")
+    if not isinstance(root, str) or not (root.startswith("/tmp") or not root.startswith("/")):
+        return []
+    return [rule.problem(ctx, "cluster.fileroot",
+                         f"actor.weight_update_mode is disk on {cfg.get('cluster.n_nodes')} nodes, but cluster.fileroot "
+                         f"({root}) is node-local: inference servers on other nodes cannot read the weights",
+                         line=cfg.line("cluster.fileroot"))]
+
+
+_RECOVER_ON = ("auto", "on")
+
+
+@check("areal_recover_mode")
+def _areal_recover_mode(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    mode = cfg.get("recover.mode")
+    if not cfg.has("recover") or str(mode) in _RECOVER_ON:
+        return []
+    key = "recover.mode"
+    shown = "disabled (the default)" if mode is None else repr(mode)
+    return [rule.problem(ctx, key, f"{key} is {shown}: a restarted run starts from step 0 instead of resuming",
+                         line=cfg.line(key) or cfg.line("recover"),
+                         changes=[rule.change(key, mode, "auto", "resume from the last recovery checkpoint when restarted "
+                                              "with the same experiment_name and trial_name")])]
+
+
+def _recover_enabled(cfg: ArealConfig) -> bool:
+    return str(cfg.get("recover.mode")) in _RECOVER_ON
+
+
+@check("areal_recover_frequency")
+def _areal_recover_frequency(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    if not _recover_enabled(cfg):
+        return []
+    freqs = [cfg.get(f"recover.freq_{u}") for u in ("epochs", "steps", "secs")]
+    if any(f is not None for f in freqs):
+        return []
+    return [rule.problem(ctx, "recover.freq_secs",
+                         "recovery is enabled but recover.freq_epochs, freq_steps and freq_secs are all unset: no recovery "
+                         "checkpoint will ever be written", line=cfg.line("recover.mode"),
+                         changes=[rule.change("recover.freq_secs", None, SPOT_RECOVER_FREQ_SECS,
+                                              "write a recovery checkpoint at least every hour")])]
+
+
+@check("areal_recover_epoch_only")
+def _areal_recover_epoch_only(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    if not _recover_enabled(cfg):
+        return []
+    if cfg.get("recover.freq_epochs") is None or cfg.get("recover.freq_steps") is not None or cfg.get("recover.freq_secs") is not None:
+        return []
+    return [rule.problem(ctx, "recover.freq_secs",
+                         "recovery checkpoints are written only at epoch ends: an interruption loses up to a whole epoch",
+                         line=cfg.line("recover.freq_epochs"),
+                         changes=[rule.change("recover.freq_secs", None, SPOT_RECOVER_FREQ_SECS,
+                                              "also checkpoint hourly, as the cloud seed's configs do")])]
+
+
+@check("areal_saver_frequency")
+def _areal_saver_frequency(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    if not cfg.has("saver") or cfg.get("saver") is None:
+        return []
+    if any(cfg.get(f"saver.freq_{u}") is not None for u in ("epochs", "steps", "secs")):
+        return []
+    return [rule.problem(ctx, "saver.freq_epochs",
+                         "saver.freq_epochs, freq_steps and freq_secs are all unset: no Hugging Face checkpoint is saved",
+                         line=cfg.line("saver"),
+                         changes=[rule.change("saver.freq_epochs", None, 1, "save the model after each epoch")])]
+
+
+@check("areal_request_timeouts")
+def _areal_request_timeouts(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+    from rlmedic.tools.areal_config import default_of
+
+    if not cfg.has("rollout"):
+        return []
+    timeout = _float(cfg.get("rollout.request_timeout"))
+    retries = _int(cfg.get("rollout.request_retries"))
+    timeout = timeout if timeout is not None else _float(default_of("rollout.request_timeout", 3600))
+    retries = retries if retries is not None else _int(default_of("rollout.request_retries", 3))
+    changes = []
+    if timeout is not None and timeout < LONG_RUN_REQUEST_TIMEOUT:
+        changes.append(rule.change("rollout.request_timeout", cfg.get("rollout.request_timeout"), LONG_RUN_REQUEST_TIMEOUT,
+                                   "long generations and server restarts outlast the default timeout"))
+    if retries is not None and retries < LONG_RUN_REQUEST_RETRIES:
+        changes.append(rule.change("rollout.request_retries", cfg.get("rollout.request_retries"), LONG_RUN_REQUEST_RETRIES,
+                                   "retry transient disconnects instead of scoring the rollout as failed"))
+    if not changes:
+        return []
+    severity = "warning" if ctx.saw(categories=("sglang_connection", "sglang_crash"), cards=("sglang-disconnect-long-run",)) else None
+    return [rule.problem(ctx, "rollout.request_timeout",
+                         f"rollout.request_timeout {timeout:g} s / request_retries {retries}: on long runs a crashed or slow "
+                         "SGLang server turns into failed rollouts and zero rewards (the step-188 collapse)",
+                         line=cfg.line("rollout.request_timeout") or cfg.line("rollout"), changes=changes, severity=severity)]
+
+
+# =========================================================================== slime checks
+
+
+@check("slime_batch_arithmetic")
+def _slime_batch(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    rbs = launch.get_int("--rollout-batch-size")
+    n = launch.get_int("--n-samples-per-prompt")
+    gbs = launch.get_int("--global-batch-size")
+    steps = launch.get_int("--num-steps-per-rollout")
+    if rbs is None or n is None or gbs is None:
+        return []
+    samples = rbs * n
+    if steps is None:
+        if samples % gbs == 0:
+            return []
+        msg = (f"rollout_batch_size x n_samples_per_prompt = {rbs} x {n} = {samples} samples per rollout is not a multiple "
+               f"of global_batch_size {gbs}")
+    elif samples == gbs * steps:
+        return []
+    else:
+        msg = (f"rollout_batch_size x n_samples_per_prompt = {rbs} x {n} = {samples}, but global_batch_size x "
+               f"num_steps_per_rollout = {gbs} x {steps} = {gbs * steps}")
+    steps_eff = steps or 1
+    changes = []
+    if samples % steps_eff == 0:
+        new = samples // steps_eff
+        changes.append(rule.change("--global-batch-size", gbs, new,
+                                   f"{rbs} x {n} = {new} x {steps_eff}: keep the rollout and steps, derive the batch"))
+    return [rule.problem(ctx, "--global-batch-size", msg, line=launch.line("--global-batch-size"), changes=changes)]
+
+
+@check("slime_async_colocate")
+def _slime_async_colocate(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    if launch.entry != "train_async.py" or not launch.has("--colocate"):
+        return []
+    return [rule.problem(ctx, "--colocate", "train_async.py does not support --colocate: asynchronous training needs "
+                         "separate GPUs for rollout and training", line=launch.line("--colocate"),
+                         changes=[rule.change("--colocate", True, None, "async training runs rollout and training on "
+                                              "separate GPUs; also set --rollout-num-gpus", op="remove_flag")])]
+
+
+def slime_gpu_need(launch: SlimeLaunch) -> tuple[int, int, int, bool]:
+    """(actor GPUs, rollout GPUs, total needed, colocated)."""
+    nodes = launch.get_int("--actor-num-nodes") or 1
+    per_node = launch.get_int("--actor-num-gpus-per-node") or 8
+    actor = nodes * per_node
+    colocated = launch.has("--colocate")
+    rollout = launch.get_int("--rollout-num-gpus")
+    if colocated:
+        rollout_gpus = rollout if rollout is not None else actor
+        need = max(actor, rollout_gpus)
+    else:
+        rollout_gpus = rollout or 0
+        need = actor + rollout_gpus
+    return actor, rollout_gpus, need, colocated
+
+
+@check("slime_gpu_count")
+def _slime_gpu_count(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    from rlmedic.tools.gpu_advice import snapshot_gpu_count
+
+    total = launch.cluster_gpus
+    source = "ray start --num-gpus" if total is not None else ""
+    visible = snapshot_gpu_count(ctx.snapshot)
+    if total is None and visible is not None and (launch.get_int("--actor-num-nodes") or 1) == 1:
+        total, source = visible, "the GPU snapshot"
+    if total is None:
+        return []
+    actor, rollout, need, colocated = slime_gpu_need(launch)
+    if need <= total:
+        return []
+    if colocated:
+        msg = (f"colocated run needs actor_num_nodes x actor_num_gpus_per_node = {actor} GPUs"
+               + (f" (rollout {rollout})" if rollout != actor else "") + f", but {source} gives {total}: Ray waits forever")
+    else:
+        msg = (f"decoupled run needs {actor} actor + {rollout} rollout = {need} GPUs, but {source} gives {total}: "
+               "the job stays pending on the Ray submission page")
+    changes = []
+    per_engine = launch.get_int("--rollout-num-gpus-per-engine") or 1
+    if not colocated and total > actor:
+        room = (total - actor) // per_engine * per_engine
+        if room > 0:
+            changes.append(rule.change("--rollout-num-gpus", rollout, room, f"{total} GPUs - {actor} for the actor, "
+                                       f"in whole engines of {per_engine}"))
+    return [rule.problem(ctx, "--rollout-num-gpus" if not colocated else "--actor-num-gpus-per-node", msg,
+                         line=launch.line("--rollout-num-gpus") or launch.line("--actor-num-gpus-per-node"), changes=changes)]
+
+
+@check("slime_rollout_engine_size")
+def _slime_engine_size(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    rollout = launch.get_int("--rollout-num-gpus")
+    per_engine = launch.get_int("--rollout-num-gpus-per-engine")
+    if not rollout or not per_engine or rollout % per_engine == 0:
+        return []
+    new = rollout // per_engine * per_engine
+    changes = [rule.change("--rollout-num-gpus", rollout, new, f"whole engines of {per_engine} GPUs")] if new else []
+    return [rule.problem(ctx, "--rollout-num-gpus", f"--rollout-num-gpus {rollout} is not a multiple of "
+                         f"--rollout-num-gpus-per-engine {per_engine}: {rollout % per_engine} GPU(s) cannot form an engine",
+                         line=launch.line("--rollout-num-gpus"), changes=changes)]
+
+
+@check("slime_max_tokens_needs_dynamic_batch")
+def _slime_max_tokens_dynamic(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    if not launch.has("--max-tokens-per-gpu") or launch.has("--use-dynamic-batch-size"):
+        return []
+    return [rule.problem(ctx, "--use-dynamic-batch-size", "--max-tokens-per-gpu is set but has no effect without "
+                         "--use-dynamic-batch-size (micro-batches then follow --micro-batch-size)",
+                         line=launch.line("--max-tokens-per-gpu"),
+                         changes=[rule.change("--use-dynamic-batch-size", None, True,
+                                              "make --max-tokens-per-gpu the per-GPU token budget", op="add_flag")])]
+
+
+def _pow2_at_least(value: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, value))))
+
+
+@check("slime_context_parallel")
+def _slime_context_parallel(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    max_tokens = launch.get_int("--max-tokens-per-gpu")
+    resp = launch.get_int("--rollout-max-response-len")
+    if not max_tokens or not resp or not launch.has("--use-dynamic-batch-size"):
+        return []
+    cp = launch.get_int("--context-parallel-size") or 1
+    if resp / cp <= max_tokens:
+        return []
+    want = _pow2_at_least(math.ceil(resp / max_tokens))
+    tp = launch.get_int("--tensor-model-parallel-size") or 1
+    pp = launch.get_int("--pipeline-model-parallel-size") or 1
+    world = (launch.get_int("--actor-num-nodes") or 1) * (launch.get_int("--actor-num-gpus-per-node") or 8)
+    changes = []
+    if world % (tp * pp * want) == 0:
+        changes.append(rule.change("--context-parallel-size", cp, want, f"split each sequence over {want} GPUs so "
+                                   f"{resp} / {want} = {resp // want} tokens fit max_tokens_per_gpu {max_tokens}"))
+    return [rule.problem(ctx, "--context-parallel-size",
+                         f"a {resp}-token response over context parallel {cp} is {resp // cp} tokens per GPU, above "
+                         f"--max-tokens-per-gpu {max_tokens}: long samples overflow the budget and OOM",
+                         line=launch.line("--max-tokens-per-gpu"), changes=changes)]
+
+
+SLIME_COLOCATED_MEM_FRACTION = 0.8
+
+
+@check("slime_colocate_mem_fraction")
+def _slime_colocate_mem(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    if not launch.has("--colocate"):
+        return []
+    value = _float(launch.get("--sglang-mem-fraction-static"))
+    if value is not None and value <= SLIME_COLOCATED_MEM_FRACTION:
+        return []
+    op = "set" if value is not None else "add_flag"
+    msg = ("--colocate without --sglang-mem-fraction-static: SGLang takes its default share and Megatron, which keeps "
+           "some memory after offloading, runs out") if value is None else (
+        f"--sglang-mem-fraction-static {value} with --colocate leaves too little for Megatron")
+    return [rule.problem(ctx, "--sglang-mem-fraction-static", msg,
+                         line=launch.line("--sglang-mem-fraction-static") or launch.line("--colocate"),
+                         changes=[rule.change("--sglang-mem-fraction-static", value, SLIME_COLOCATED_MEM_FRACTION,
+                                              "slime recommends 0.8 when training and inference share GPUs", op=op)])]
+
+
+@check("slime_resume")
+def _slime_resume(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    save = launch.get("--save")
+    if not save:
+        return []
+    load = launch.get("--load")
+    if load and load.rstrip("/") == save.rstrip("/"):
+        return []
+    op = "set" if load else "add_flag"
+    msg = (f"--save {save} but no --load: a restarted run starts again from --ref-load" if not load else
+           f"--load {load} differs from --save {save}: a restarted run will not pick up the checkpoints it saved")
+    return [rule.problem(ctx, "--load", msg, line=launch.line("--load") or launch.line("--save"),
+                         changes=[rule.change("--load", load, save, "resume by loading the --save directory "
+                                              "(slime reads latest_checkpointed_iteration.txt there)", op=op)])]
+
+
+@check("slime_save_interval")
+def _slime_save_interval(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    if not launch.get("--save") or launch.has("--save-interval"):
+        return []
+    return [rule.problem(ctx, "--save-interval", "--save is set without --save-interval: no checkpoint is written "
+                         "during the run", line=launch.line("--save"),
+                         changes=[rule.change("--save-interval", None, 20, "checkpoint every 20 rollouts, as slime's "
+                                              "example scripts do", op="add_flag")])]
+
+
+@check("slime_save_absolute")
+def _slime_save_absolute(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    save = launch.get("--save")
+    if not save or save.startswith("/") or "$" in save or _is_remote(save):
+        return []
+    new = _persistent_target(ctx, save)
+    changes = [rule.change("--save", save, new, f"absolute path on persistent storage; {_persistent_reason(ctx)}")]
+    load = launch.get("--load")
+    if load and load.rstrip("/") == save.rstrip("/"):
+        changes.append(rule.change("--load", load, new, "keep --load pointing at the --save directory"))
+    return [rule.problem(ctx, "--save", f"--save {save} is relative: checkpoints land wherever the job starts, usually "
+                         "the container disk", line=launch.line("--save"), changes=changes)]

@@ -1,0 +1,585 @@
+"""Lint a config and produce the corrected one: smallest change set, every change explained and cited.
+
+``lint_config`` checks an AReaL YAML or a slime launch script/argument list.
+``fix_config`` additionally takes a log's findings (what broke, in which phase) and a
+GPU snapshot (what the machine has), picks the changes, applies them to a copy as
+text patches, re-lints the result and returns it with a unified diff. The input file
+is never written; output goes to a new path or to the caller.
+
+Change selection:
+
+1. For each failure phase seen in the log (root first), the first remedy of that
+   phase's list in ``data/config_rules.yaml`` that can change something in this
+   config, in the seeds' effectiveness order; the remaining applicable remedies are
+   returned as ``alternatives``, not applied.
+2. The fix of every rule or schema problem of severity warning or worse.
+
+Changes to the same key are applied once (the first wins).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlmedic.confine import Confinement
+from rlmedic.errors import UserError
+from rlmedic.tools.config_rules import (
+    Change,
+    LintContext,
+    Problem,
+    Remedy,
+    load_remedies,
+    lint_areal,
+    lint_slime,
+)
+from rlmedic.types import Finding, severity_rank
+
+FIX_SEVERITIES = ("critical", "error", "warning")
+
+
+@dataclass
+class LintResult:
+    path: str
+    framework: str
+    problems: list[Problem]
+
+    @property
+    def valid(self) -> bool:
+        return not any(severity_rank(p.severity) <= severity_rank("error") for p in self.problems)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "framework": self.framework, "valid": self.valid,
+                "problems": [p.to_dict() for p in self.problems]}
+
+
+@dataclass
+class FixResult:
+    path: str
+    framework: str
+    problems: list[Problem]  # found in the input
+    changes: list[Change]  # applied, in order
+    alternatives: list[Change] = field(default_factory=list)  # further remedies, not applied
+    actions: list[Change] = field(default_factory=list)  # things to do outside the config
+    remaining: list[Problem] = field(default_factory=list)  # problems the corrected config still has
+    text: str = ""  # the corrected config
+    diff: str = ""
+    output: str | None = None
+    phases: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        """The input config has no error-level problem."""
+        return not any(severity_rank(p.severity) <= severity_rank("error") for p in self.problems)
+
+    @property
+    def fixed_valid(self) -> bool:
+        return not any(severity_rank(p.severity) <= severity_rank("error") for p in self.remaining)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "framework": self.framework,
+            "valid": self.valid,
+            "problems": [p.to_dict() for p in self.problems],
+            "changes": [c.to_dict() for c in self.changes],
+            "output": self.output,
+            "fixed_valid": self.fixed_valid,
+            "remaining": [p.to_dict() for p in self.remaining],
+            "alternatives": [c.to_dict() for c in self.alternatives],
+            "actions": [c.to_dict() for c in self.actions],
+            "phases": self.phases,
+            "diff": self.diff,
+        }
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def detect_framework(path: str, text: str) -> str:
+    from rlmedic.tools.slime_args import looks_like_slime
+
+    suffix = Path(path).suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return "areal"
+    if suffix in (".sh", ".bash", ".args", ".txt") or looks_like_slime(text):
+        return "slime"
+    return "areal"
+
+
+def load_config(path: str | os.PathLike[str], *, confinement: Confinement | None = None) -> tuple[str, Any]:
+    """(framework, parsed config) for an AReaL YAML or a slime script / argument file."""
+    confinement = confinement or Confinement.for_paths([path])
+    text = confinement.read_text(path)
+    framework = detect_framework(str(path), text)
+    if framework == "slime":
+        from rlmedic.tools.slime_args import parse_slime_launch
+
+        return framework, parse_slime_launch(text, str(path))
+    from rlmedic.tools.areal_config import parse_areal_config
+
+    return framework, parse_areal_config(text, str(path))
+
+
+def lint_parsed(framework: str, config: Any, ctx: LintContext) -> list[Problem]:
+    return lint_slime(config, ctx) if framework == "slime" else lint_areal(config, ctx)
+
+
+def lint_config(
+    path: str | os.PathLike[str],
+    *,
+    snapshot: Any = None,
+    findings: Iterable[Finding] = (),
+    spot: bool = False,
+    confinement: Confinement | None = None,
+) -> LintResult:
+    """Check a config (no changes). ``snapshot`` adds the hardware checks."""
+    confinement = confinement or Confinement.for_paths([path])
+    framework, config = load_config(path, confinement=confinement)
+    ctx = LintContext(snapshot=snapshot, findings=list(findings), spot=spot, confinement=confinement)
+    return LintResult(str(path), framework, lint_parsed(framework, config, ctx))
+
+
+def findings_from_logs(paths: Iterable[str | os.PathLike[str]], *, confinement: Confinement | None = None) -> list[Finding]:
+    """Run the log diagnosis (``rlmedic.tools.diagnose``) and return its findings."""
+    paths = list(paths)
+    if not paths:
+        return []
+    try:
+        from rlmedic.tools.diagnose import diagnose
+    except ImportError as exc:  # pragma: no cover - depends on the build
+        raise UserError("log diagnosis (rlmedic.tools.diagnose) is not available in this installation") from exc
+    return list(diagnose(paths, confinement=confinement).findings)
+
+
+# --------------------------------------------------------------------------- remedies
+
+RemedyFn = Callable[[Any, LintContext, Remedy], "list[Change] | None"]
+REMEDIES: dict[str, RemedyFn] = {}
+
+
+def remedy(name: str) -> Callable[[RemedyFn], RemedyFn]:
+    def register(fn: RemedyFn) -> RemedyFn:
+        REMEDIES[name] = fn
+        return fn
+
+    return register
+
+
+def _change(remedy_: Remedy, key: str, old: Any, new: Any, reason: str, op: str = "set") -> Change:
+    return Change(key=key, old=old, new=new, reason=reason, citation=remedy_.citation, rule=remedy_.id, op=op,
+                  citations=list(remedy_.citations))
+
+
+def _action(remedy_: Remedy, reason: str) -> list[Change]:
+    return [Change(key="", old=None, new=None, reason=reason, citation=remedy_.citation, rule=remedy_.id, op="action",
+                   citations=list(remedy_.citations))]
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@remedy("kill-leftover-processes")
+def _r_kill(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    snap = ctx.snapshot
+    if snap is not None and snap.has_gpus:
+        leftovers = snap.leftovers()
+        if not leftovers:
+            return None
+        pids = " ".join(str(p.pid) for _g, p in leftovers)
+        return _action(r, f"GPU memory is held by leftover processes ({pids}): `kill {pids}` (or `ray stop --force` "
+                          "on a Ray cluster) before restarting")
+    return _action(r, "check `nvidia-smi` for idle processes from an earlier run before restarting: `pkill -f sglang` "
+                      "on one machine, `ray stop --force` on a Ray cluster (or save a snapshot with `rlmedic gpu --save`)")
+
+
+@remedy("memory-efficient-load")
+def _r_mem_efficient_load(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    if cfg.get(r.key) is True or not str(cfg.get("actor.backend") or "fsdp").startswith("fsdp"):
+        return None
+    return [_change(r, r.key, cfg.get(r.key), True, "load weights on CPU and broadcast after sharding, lowering peak memory at start-up")]
+
+
+@remedy("reduce-concurrent-rollouts")
+def _r_concurrent(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    key = r.key if cfg.has(r.key) else ("max_concurrent_rollouts" if cfg.has("max_concurrent_rollouts") else r.key)
+    value = _num(cfg.get(key))
+    if value is None or value <= 1:
+        return None
+    new = max(1, int(value * 3 // 4))
+    return [_change(r, key, int(value), new, "fewer parallel generation requests directly lower the inference servers' memory")]
+
+
+@remedy("rollout-tensor-parallel")
+def _r_rollout_tp(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    from rlmedic.tools.areal_config import parse_backend
+
+    raw = cfg.get(r.key)
+    if not isinstance(raw, str):
+        return None
+    try:
+        spec = parse_backend(raw)
+    except ValueError:
+        return None
+    if spec.d < 2 or spec.d % 2:
+        return None
+    new = spec.with_dims(d=spec.d // 2, t=spec.t * 2)
+    return [_change(r, r.key, raw, new.raw, f"shard each server's weights over {spec.t * 2} GPUs (same {spec.world} GPUs, "
+                    "lower throughput)")]
+
+
+@remedy("lower-mem-fraction")
+def _r_lower_mem_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    from rlmedic.tools.areal_config import default_of
+
+    value = _num(cfg.get(r.key))
+    value = value if value is not None else _num(default_of(r.key, 0.9))
+    if value is None or value <= 0.5:
+        return None
+    new = round(max(0.5, value - 0.1), 2)
+    return [_change(r, r.key, cfg.get(r.key), new, "leave headroom outside SGLang's static pool for activations and CUDA graphs")]
+
+
+@remedy("min-tokens-per-mb")
+def _r_min_tokens(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    length, new_tokens = _num(cfg.get("train_dataset.max_length")), _num(cfg.get("gconfig.max_new_tokens"))
+    value = _num(cfg.get(r.key))
+    if length is None or new_tokens is None or value is None:
+        return None
+    floor = int(length + new_tokens)
+    if value <= floor:
+        return None
+    return [_change(r, r.key, int(value), floor, f"the smallest safe micro-batch: max_length {int(length)} + max_new_tokens {int(new_tokens)}")]
+
+
+@remedy("gradient-checkpointing")
+def _r_grad_ckpt(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    if cfg.get(r.key) is True:
+        return None
+    return [_change(r, r.key, cfg.get(r.key), True, "recompute activations in the backward pass instead of storing them")]
+
+
+@remedy("ulysses-context-parallel")
+def _r_ulysses(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    from rlmedic.tools.areal_config import parse_backend
+    from rlmedic.tools.config_rules import _areal_model
+
+    raw = cfg.get(r.key)
+    model = _areal_model(cfg, ctx)
+    if not isinstance(raw, str) or model is None:
+        return None
+    try:
+        spec = parse_backend(raw)
+    except ValueError:
+        return None
+    if spec.hybrid or spec.d < 2 or spec.d % 2 or model.heads % (spec.c * 2):
+        return None
+    new = spec.with_dims(d=spec.d // 2, c=spec.c * 2)
+    return [_change(r, r.key, raw, new.raw, f"split long sequences over {spec.c * 2} GPUs with Ulysses; "
+                    f"{spec.c * 2} divides {model.name}'s {model.heads} attention heads")]
+
+
+@remedy("per-layer-optim-step")
+def _r_per_layer(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    if cfg.get(r.key) is True or not str(cfg.get("actor.backend") or "fsdp").startswith("fsdp"):
+        return None
+    return [_change(r, r.key, cfg.get(r.key), True, "stream optimizer states layer by layer instead of holding them all on the GPU")]
+
+
+@remedy("lightweight-optimizer")
+def _r_optimizer(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    if cfg.get(r.key) not in ("adam", None) or cfg.get("actor.optimizer") is None:
+        return None
+    return [_change(r, r.key, cfg.get(r.key), "adam_bf16", "bf16 optimizer states use half the memory of fp32 Adam")]
+
+
+@remedy("disk-weight-update")
+def _r_disk_update(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    if cfg.get(r.key) == "disk":
+        return None
+    return [_change(r, r.key, cfg.get(r.key), "disk", "send weights through cluster.fileroot instead of NCCL buffers "
+                    "(fileroot must be shared by all nodes)")]
+
+
+@remedy("smaller-weight-chunks")
+def _r_chunks(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    return _action(r, r.action)
+
+
+@remedy("more-worker-memory")
+def _r_worker_mem(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    value = _num(cfg.get(r.key))
+    if value is None or cfg.get(r.key, resolve=False) != cfg.get(r.key):
+        return None
+    return [_change(r, r.key, int(value), int(value * 2), "data transfer between workers runs out of host memory; give "
+                    "each worker twice as much")]
+
+
+@remedy("colocated-mem-fraction")
+def _r_colocated_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    from rlmedic.tools.areal_config import default_of
+    from rlmedic.tools.config_rules import colocation_report
+
+    value = _num(cfg.get(r.key))
+    value = value if value is not None else _num(default_of(r.key, 0.9))
+    fit = colocation_report(cfg, ctx)
+    if fit is not None and fit.max_mem_fraction is not None:
+        if fit.max_mem_fraction >= value:
+            return None
+        return [_change(r, r.key, cfg.get(r.key), fit.max_mem_fraction, f"largest share that leaves the trainer room: {fit.reason}")]
+    if value is None or value <= 0.5:
+        return None
+    return [_change(r, r.key, cfg.get(r.key), 0.5, "SGLang and the trainer share the GPU; 0.5 is the share that fits on "
+                    "48 GB cards (A40) in the seed's memory breakdown")]
+
+
+@remedy("request-timeouts")
+def _r_timeouts(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    from rlmedic.tools.config_rules import LONG_RUN_REQUEST_RETRIES, LONG_RUN_REQUEST_TIMEOUT
+
+    out = []
+    timeout, retries = _num(cfg.get("rollout.request_timeout")), _num(cfg.get("rollout.request_retries"))
+    if timeout is None or timeout < LONG_RUN_REQUEST_TIMEOUT:
+        out.append(_change(r, "rollout.request_timeout", cfg.get("rollout.request_timeout"), LONG_RUN_REQUEST_TIMEOUT,
+                           "wait out slow generations and server restarts instead of failing the rollout"))
+    if retries is None or retries < LONG_RUN_REQUEST_RETRIES:
+        out.append(_change(r, "rollout.request_retries", cfg.get("rollout.request_retries"), LONG_RUN_REQUEST_RETRIES,
+                           "retry transient disconnects"))
+    return out or None
+
+
+# ---- slime
+
+
+@remedy("slime-lower-mem-fraction")
+def _r_slime_mem(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    value = _num(launch.get(r.flag))
+    if value is None:
+        return [_change(r, r.flag, None, 0.7, "SGLang's default share is too large here; slime's examples use 0.7", op="add_flag")]
+    if value <= 0.4:
+        return None
+    return [_change(r, r.flag, value, round(max(0.4, value - 0.1), 2), "leave headroom outside SGLang's static pool")]
+
+
+@remedy("slime-more-gpus-per-engine")
+def _r_slime_tp(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    per = launch.get_int(r.flag) or 1
+    total = launch.get_int("--rollout-num-gpus")
+    if total is None and launch.has("--colocate"):
+        total = (launch.get_int("--actor-num-nodes") or 1) * (launch.get_int("--actor-num-gpus-per-node") or 8)
+    if not total or total % (per * 2):
+        return None
+    return [_change(r, r.flag, per, per * 2, "shard each SGLang engine over twice as many GPUs", op="set" if launch.has(r.flag) else "add_flag")]
+
+
+@remedy("slime-max-tokens-per-gpu")
+def _r_slime_max_tokens(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    resp = launch.get_int("--rollout-max-response-len")
+    cp = launch.get_int("--context-parallel-size") or 1
+    value = launch.get_int(r.flag)
+    if not resp:
+        return None
+    target = max(1, resp // cp)
+    out = []
+    if value is None or value > target:
+        out.append(_change(r, r.flag, value, target, f"start at rollout_max_response_len / context_parallel_size = {resp} / {cp}",
+                           op="set" if value is not None else "add_flag"))
+    if out and not launch.has("--use-dynamic-batch-size"):
+        out.append(_change(r, "--use-dynamic-batch-size", None, True, "--max-tokens-per-gpu only acts with dynamic batch size", op="add_flag"))
+    return out or None
+
+
+@remedy("slime-recompute-activations")
+def _r_slime_recompute(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    if launch.has("--recompute-granularity") or launch.has("--recompute-activations"):
+        return None
+    reason = "recompute activations in the backward pass (Megatron recomputation)"
+    return [_change(r, "--recompute-granularity", None, "full", reason, op="add_flag"),
+            _change(r, "--recompute-method", None, "uniform", reason, op="add_flag"),
+            _change(r, "--recompute-num-layers", None, 1, reason, op="add_flag")]
+
+
+@remedy("slime-context-parallel-size")
+def _r_slime_cp(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    cp = launch.get_int(r.flag) or 1
+    tp = launch.get_int("--tensor-model-parallel-size") or 1
+    pp = launch.get_int("--pipeline-model-parallel-size") or 1
+    world = (launch.get_int("--actor-num-nodes") or 1) * (launch.get_int("--actor-num-gpus-per-node") or 8)
+    if world % (tp * pp * cp * 2):
+        return None
+    return [_change(r, r.flag, cp, cp * 2, "split each long sequence over twice as many GPUs", op="set" if launch.has(r.flag) else "add_flag")]
+
+
+@remedy("slime-colocated-mem-fraction")
+def _r_slime_colocated(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    value = _num(launch.get(r.flag))
+    if value is not None and value <= 0.4:
+        return None
+    return [_change(r, r.flag, value, 0.4, "in colocated mode Megatron keeps memory next to SGLang; the slime guide lowers "
+                    "the share to 0.4", op="set" if value is not None else "add_flag")]
+
+
+@remedy("slime-fault-tolerance")
+def _r_slime_ft(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    if launch.has(r.flag):
+        return None
+    return [_change(r, r.flag, None, True, "restart crashed SGLang engines instead of failing the run", op="add_flag")]
+
+
+# --------------------------------------------------------------------------- applying
+
+#: Where a new slime flag goes: next to a related flag, when the script has it.
+_NEAR = {
+    "--use-dynamic-batch-size": "--max-tokens-per-gpu",
+    "--sglang-mem-fraction-static": "--rollout-num-gpus-per-engine",
+    "--load": "--save",
+    "--save-interval": "--save",
+    "--rollout-num-gpus": "--actor-num-gpus-per-node",
+    "--recompute-method": "--recompute-granularity",
+    "--recompute-num-layers": "--recompute-method",
+    "--recompute-granularity": "--tensor-model-parallel-size",
+    "--context-parallel-size": "--tensor-model-parallel-size",
+    "--max-tokens-per-gpu": "--use-dynamic-batch-size",
+}
+
+
+def _near(launch: Any, flag: str) -> str | None:
+    preferred = _NEAR.get(flag)
+    if preferred and launch.has(preferred):
+        return preferred
+    prefix = "--" + flag[2:].split("-", 1)[0] + "-"
+    related = [f.flag for f in launch.flags if f.flag.startswith(prefix)]
+    return related[-1] if related else None
+
+
+def apply_changes(framework: str, config: Any, changes: list[Change]) -> None:
+    """Apply changes in order to a parsed config (text patches)."""
+    for change in changes:
+        if framework == "slime":
+            if change.op == "remove_flag":
+                config.remove_flag(change.key)
+            elif change.op == "add_flag":
+                config.add_flag(change.key, None if change.new is True else change.new, near=_near(config, change.key))
+            else:
+                config.set_flag(change.key, change.new)
+        else:
+            if change.op == "delete":
+                config.delete(change.key)
+            elif change.op == "rename":
+                config.rename(change.key, change.new)
+            else:
+                config.set(change.key, change.new)
+
+
+def _remedy_changes(framework: str, config: Any, ctx: LintContext) -> tuple[list[Change], list[Change], list[Change]]:
+    """(applied, alternatives, actions) from the log's failure phases."""
+    table = load_remedies().get(framework, {})
+    applied: list[Change] = []
+    alternatives: list[Change] = []
+    actions: list[Change] = []
+    for phase in ctx.phases:
+        chosen = False
+        for entry in table.get(phase, []):
+            fn = REMEDIES.get(entry.id)
+            result = fn(config, ctx, entry) if fn else None
+            if not result:
+                continue
+            if all(c.op == "action" for c in result):
+                actions += result
+                if entry.id == "kill-leftover-processes" and ctx.snapshot is not None and ctx.snapshot.has_gpus:
+                    chosen = True  # leftovers explain the OOM: no config change needed
+                continue
+            if not chosen:
+                applied += result
+                chosen = True
+            else:
+                alternatives += result
+    return applied, alternatives, actions
+
+
+def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
+    """Choose, apply and verify changes on an already parsed config (the input object is left untouched)."""
+    problems = lint_parsed(framework, config, ctx)
+    remedy_applied, alternatives, actions = _remedy_changes(framework, config, ctx)
+    chosen: list[Change] = []
+    seen: set[str] = set()
+    for change in remedy_applied + [c for p in problems if p.severity in FIX_SEVERITIES for c in p.changes]:
+        if change.key in seen:
+            continue
+        seen.add(change.key)
+        chosen.append(change)
+    work = config.copy() if framework == "areal" else _copy_launch(config)
+    applied: list[Change] = []
+    for change in chosen:
+        try:
+            apply_changes(framework, work, [change])
+        except UserError as exc:
+            actions.append(Change(change.key, change.old, change.new, f"apply by hand: {exc}", change.citation, change.rule, "action",
+                                  change.citations))
+            continue
+        applied.append(change)
+    alternatives = [a for a in alternatives if a.key not in seen]
+    remaining = lint_parsed(framework, work, ctx)
+    return FixResult(
+        path=config.path, framework=framework, problems=problems, changes=applied, alternatives=alternatives,
+        actions=actions, remaining=remaining, text=work.dump(), diff=work.diff(), phases=ctx.phases,
+    )
+
+
+def _copy_launch(launch: Any) -> Any:
+    from rlmedic.tools.slime_args import SlimeLaunch
+
+    return SlimeLaunch(path=launch.path, original=launch.original, text=launch.text)
+
+
+def fix_config(
+    path: str | os.PathLike[str],
+    *,
+    log_paths: Iterable[str | os.PathLike[str]] = (),
+    findings: Iterable[Finding] = (),
+    snapshot: Any = None,
+    spot: bool = False,
+    fileroot: str = "",
+    output: str | os.PathLike[str] | None = None,
+    force: bool = False,
+    confinement: Confinement | None = None,
+) -> FixResult:
+    """Lint ``path``, choose changes (log findings and hardware included), write the corrected copy to ``output``.
+
+    The input file is opened read-only; ``output`` must not be the input (nor a link
+    to it) and must not exist unless ``force``.
+    """
+    log_paths = list(log_paths)
+    confinement = confinement or Confinement.for_paths([path, *log_paths])
+    framework, config = load_config(path, confinement=confinement)
+    all_findings = list(findings) + findings_from_logs(log_paths, confinement=confinement)
+    ctx = LintContext(snapshot=snapshot, findings=all_findings, spot=spot, fileroot=fileroot, confinement=confinement)
+    result = fix_parsed(framework, config, ctx)
+    if output is not None:
+        result.output = str(write_output(path, output, result.text, force=force))
+    return result
+
+
+def write_output(source: str | os.PathLike[str], output: str | os.PathLike[str], text: str, *, force: bool = False) -> Path:
+    """Write the corrected config to a new file; refuse the input itself (also through links)."""
+    src = Path(source).expanduser().resolve()
+    dst = Path(output).expanduser()
+    if dst.resolve() == src or (dst.exists() and src.exists() and os.path.samefile(dst, src)):
+        raise UserError(f"{output}: is the input file; rlmedic never overwrites your config, choose another -o path")
+    if dst.exists() and not force:
+        raise UserError(f"{output}: already exists; choose a new file or pass --force")
+    if not dst.parent.is_dir():
+        raise UserError(f"{dst.parent}: no such directory")
+    if dst.is_symlink():
+        raise UserError(f"{output}: is a symlink; write to a regular path")
+    dst.write_text(text, encoding="utf-8")
+    return dst

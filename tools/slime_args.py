@@ -1,0 +1,461 @@
+"""slime launch arguments: from a run script (bash arrays, ``ray job submit``) or a plain list.
+
+slime is configured with command-line flags, usually collected in bash arrays
+(``ROLLOUT_ARGS=( --rollout-batch-size 32 ... )``) and expanded into
+``python3 train.py ${ROLLOUT_ARGS[@]} ...``. :func:`parse_slime_launch` reads such a
+script without running it: it tokenises the shell text, records bash arrays and simple
+variables, finds the ``train.py``/``train_async.py`` command and expands the arrays into
+an ordered flag list whose every token knows its line and column. Edits (set, add,
+remove a flag) patch those spans in the text, so the corrected script differs from the
+original only where it must.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlmedic.confine import Confinement
+from rlmedic.errors import UserError
+from rlmedic.tools.config_rules import Problem
+
+TRAIN_ENTRIES = ("train_async.py", "train.py")
+_ARRAY_REF = re.compile(r'^"?\$\{(\w+)\[[@*]\]\}"?$')
+_VAR_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
+_ASSIGN = re.compile(r"^(?:export\s+)?(\w+)(\+?)=(.*)$", re.S)
+
+
+@dataclass
+class Token:
+    text: str  # as written
+    value: str  # quotes removed
+    line: int  # 0-based
+    col: int
+    end_line: int
+    end_col: int
+
+
+def _unquote(text: str) -> str:
+    try:
+        parts = shlex.split(text, comments=False, posix=True)
+    except ValueError:
+        return text
+    return " ".join(parts) if parts else ""
+
+
+def tokenize(text: str) -> list[list[Token]]:
+    """Split shell text into statements of tokens; newlines end statements except inside ``( ... )`` arrays."""
+    statements: list[list[Token]] = []
+    current: list[Token] = []
+    depth_array = 0
+    i, line, col = 0, 0, 0
+    n = len(text)
+
+    def advance(k: int = 1) -> None:
+        nonlocal i, line, col
+        for _ in range(k):
+            if i < n and text[i] == "\n":
+                line, col = line + 1, 0
+            else:
+                col += 1
+            i += 1
+
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and i + 1 < n and text[i + 1] == "\n":
+            advance(2)
+            continue
+        if ch in " \t\r":
+            advance()
+            continue
+        if ch == "#":
+            while i < n and text[i] != "\n":
+                advance()
+            continue
+        if ch == "\n" or ch == ";":
+            if depth_array == 0 and current:
+                statements.append(current)
+                current = []
+            advance()
+            continue
+        if ch == ")" and depth_array:
+            depth_array -= 1
+            current.append(Token(")", ")", line, col, line, col + 1))
+            advance()
+            continue
+        if text.startswith("&&", i) or text.startswith("||", i) or ch == "|" or ch == "&":
+            if depth_array == 0 and current:
+                statements.append(current)
+                current = []
+            advance(2 if text.startswith(("&&", "||"), i) else 1)
+            continue
+        # a word
+        start_i, start_line, start_col = i, line, col
+        emitted = False
+        while i < n:
+            c = text[i]
+            if c == "\\" and i + 1 < n:
+                if text[i + 1] == "\n":
+                    break
+                advance(2)
+                continue
+            if c in "'\"":
+                quote = c
+                advance()
+                while i < n and text[i] != quote:
+                    if quote == '"' and text[i] == "\\":
+                        advance()
+                    advance()
+                advance()
+                continue
+            if c == "$" and i + 1 < n and text[i + 1] in "({":
+                opener, close = text[i + 1], ")" if text[i + 1] == "(" else "}"
+                advance(2)
+                level = 1
+                while i < n and level:
+                    if text[i] == opener:
+                        level += 1
+                    elif text[i] == close:
+                        level -= 1
+                    advance()
+                continue
+            if c == "(" and text[start_i:i].endswith("="):
+                # NAME=( ... ): an array; its items are tokens of this statement until ')'
+                word = text[start_i:i]
+                current.append(Token(word, word, start_line, start_col, line, col))
+                current.append(Token("(", "(", line, col, line, col + 1))
+                depth_array += 1
+                advance()
+                emitted = True
+                break
+            if c in " \t\r\n;|&" or (c == ")" and depth_array):
+                break
+            advance()
+        word = text[start_i:i]
+        if word and not emitted:
+            current.append(Token(word, _unquote(word), start_line, start_col, line, col))
+    if current:
+        statements.append(current)
+    return statements
+
+
+@dataclass
+class FlagOccurrence:
+    flag: str
+    values: list[str]
+    flag_token: Token
+    value_tokens: list[Token]
+    inline_value: bool = False  # --flag=value
+    source: str = ""  # array name, or "" for the command line itself
+
+    @property
+    def value(self) -> str | None:
+        return " ".join(self.values) if self.values else None
+
+    @property
+    def line(self) -> int:
+        return self.flag_token.line + 1
+
+
+@dataclass
+class SlimeLaunch:
+    """A parsed slime launch: the training entry point and its flags, in order."""
+
+    path: str
+    original: str
+    text: str = ""
+    entry: str | None = None  # train.py | train_async.py | None (plain argument list)
+    flags: list[FlagOccurrence] = field(default_factory=list)
+    arrays: dict[str, list[Token]] = field(default_factory=dict)
+    variables: dict[str, str] = field(default_factory=dict)
+    cluster_gpus: int | None = None  # from `ray start --head ... --num-gpus N` on a one-node script
+    problems: list[Problem] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.text:
+            self.text = self.original
+        self._parse()
+
+    # ---- parsing
+
+    def _parse(self) -> None:
+        self.flags, self.arrays, self.variables, self.problems = [], {}, {}, []
+        self.entry, self.cluster_gpus = None, None
+        statements = tokenize(self.text)
+        command: list[tuple[Token, str]] | None = None
+        loose: list[tuple[Token, str]] = []
+        ray_gpus: int | None = None
+        for stmt in statements:
+            head = stmt[0]
+            match = _ASSIGN.match(head.text)
+            if match and len(stmt) >= 2 and stmt[1].text == "(":
+                name, plus = match.group(1), match.group(2)
+                body = [t for t in stmt[2:] if t.text != ")"]
+                self.arrays[name] = (self.arrays.get(name, []) if plus else []) + body
+                continue
+            if match and len(stmt) == 1:
+                self.variables[match.group(1)] = _unquote(match.group(3))
+                continue
+            words = [t.value for t in stmt]
+            if "ray" in words[:2] and "start" in words[:3]:
+                for i, w in enumerate(words):
+                    if w == "--num-gpus" and i + 1 < len(words):
+                        ray_gpus = _to_int(self.expand(words[i + 1]))
+                    elif w.startswith("--num-gpus="):
+                        ray_gpus = _to_int(self.expand(w.split("=", 1)[1]))
+                continue
+            entry_at = next((i for i, t in enumerate(stmt) if t.value.endswith(TRAIN_ENTRIES)), None)
+            if entry_at is not None and command is None:
+                self.entry = next(e for e in TRAIN_ENTRIES if stmt[entry_at].value.endswith(e))
+                command = self._expand_tokens(stmt[entry_at + 1 :])
+                continue
+            loose += self._expand_tokens(stmt)
+        if command is None:
+            command = [(t, s) for t, s in loose if t.value.startswith("-") or loose]
+            if not any(t.value.startswith("--") for t, _ in command):
+                self.problems.append(Problem(key="", message="no slime flags found (expected a train.py/train_async.py "
+                                             "command or a list of --flags)", severity="warning", rule="slime-parse"))
+        self.flags = _collect_flags(command, self)
+        if ray_gpus is not None and (self.get_int("--actor-num-nodes") or 1) == 1:
+            self.cluster_gpus = ray_gpus
+
+    def _expand_tokens(self, tokens: list[Token]) -> list[tuple[Token, str]]:
+        out: list[tuple[Token, str]] = []
+        for tok in tokens:
+            ref = _ARRAY_REF.match(tok.text)
+            if ref and ref.group(1) in self.arrays:
+                out += [(t, ref.group(1)) for t in self.arrays[ref.group(1)]]
+            else:
+                out.append((tok, ""))
+        return out
+
+    def expand(self, value: str) -> str:
+        """Substitute ``$X``/``${X}``/``${X:-default}`` from the script's own assignments and the environment."""
+
+        def sub(match: re.Match[str]) -> str:
+            name = match.group(1) or match.group(3)
+            if name in self.variables:
+                return self.variables[name]
+            if match.group(2) is not None:
+                return match.group(2)
+            return match.group(0)
+
+        for _ in range(5):
+            new = _VAR_REF.sub(sub, value)
+            if new == value:
+                break
+            value = new
+        return value
+
+    # ---- reading
+
+    def occurrences(self, flag: str) -> list[FlagOccurrence]:
+        return [f for f in self.flags if f.flag == flag]
+
+    def has(self, flag: str) -> bool:
+        return bool(self.occurrences(flag))
+
+    def get(self, flag: str) -> str | None:
+        """The value of the last occurrence (argparse semantics), variables expanded."""
+        occ = self.occurrences(flag)
+        if not occ:
+            return None
+        value = occ[-1].value
+        return None if value is None else self.expand(value)
+
+    def get_int(self, flag: str) -> int | None:
+        return _to_int(self.get(flag))
+
+    def line(self, flag: str) -> int | None:
+        occ = self.occurrences(flag)
+        return occ[-1].line if occ else None
+
+    def as_args(self) -> list[str]:
+        out: list[str] = []
+        for f in self.flags:
+            out.append(f.flag)
+            out += [self.expand(v) for v in f.values]
+        return out
+
+    @property
+    def changed(self) -> bool:
+        return self.text != self.original
+
+    def dump(self) -> str:
+        return self.text
+
+    def diff(self, from_name: str = "", to_name: str = "") -> str:
+        name = Path(self.path).name
+        return "".join(difflib.unified_diff(self.original.splitlines(keepends=True), self.text.splitlines(keepends=True),
+                                            fromfile=from_name or f"a/{name}", tofile=to_name or f"b/{name}"))
+
+    # ---- editing
+
+    def set_flag(self, flag: str, value: Any) -> None:
+        """Set the value of ``flag`` (its last occurrence); adds the flag when absent."""
+        occ = self.occurrences(flag)
+        if not occ:
+            self.add_flag(flag, value)
+            return
+        last = occ[-1]
+        new = _quote(value)
+        lines = self.text.splitlines(keepends=True)
+        if last.inline_value:
+            tok = last.flag_token
+            row = lines[tok.line]
+            eq = row.index("=", tok.col)
+            lines[tok.line] = row[: eq + 1] + new + row[tok.end_col :]
+        elif len(last.value_tokens) == 1 and last.value_tokens[0].line == last.value_tokens[0].end_line:
+            tok = last.value_tokens[0]
+            row = lines[tok.line]
+            lines[tok.line] = row[: tok.col] + new + row[tok.end_col :]
+        elif not last.value_tokens:
+            tok = last.flag_token
+            row = lines[tok.line]
+            lines[tok.line] = row[: tok.end_col] + " " + new + row[tok.end_col :]
+        else:
+            raise UserError(f"{self.path}: {flag} has several values; edit it by hand")
+        self._commit("".join(lines), flag, value)
+
+    def add_flag(self, flag: str, value: Any = None, near: str | None = None) -> None:
+        """Insert ``flag [value]`` next to ``near`` (or after the last flag), on its own line when the script has one flag per line."""
+        if self.has(flag):
+            if value is not None and value is not True:
+                self.set_flag(flag, value)
+            return
+        anchor = (self.occurrences(near)[-1] if near and self.has(near) else None) or (self.flags[-1] if self.flags else None)
+        piece = flag if value is None or value is True else f"{flag} {_quote(value)}"
+        lines = self.text.splitlines(keepends=True)
+        if anchor is None:
+            if not lines or lines[-1].endswith("\n"):
+                lines.append(piece + "\n")
+            else:
+                lines[-1] += " " + piece
+            self._commit("".join(lines), flag, value)
+            return
+        last = anchor.value_tokens[-1] if anchor.value_tokens else anchor.flag_token
+        row = lines[last.end_line]
+        rest = row[last.end_col :]
+        rest_code = rest.split("#", 1)[0].strip()
+        if rest_code in ("", "\\") and anchor.flag_token.line == last.end_line and _line_starts_with(lines[anchor.flag_token.line], anchor.flag_token.col):
+            indent = lines[anchor.flag_token.line][: anchor.flag_token.col]
+            continuation = " \\" if rest_code == "\\" else ""
+            newline = "\n" if row.endswith("\n") else ""
+            if not newline:
+                lines[last.end_line] = row + "\n"
+            lines.insert(last.end_line + 1, f"{indent}{piece}{continuation}\n")
+        else:
+            lines[last.end_line] = row[: last.end_col] + " " + piece + row[last.end_col :]
+        self._commit("".join(lines), flag, value)
+
+    def remove_flag(self, flag: str) -> None:
+        """Remove every occurrence of ``flag`` and its values."""
+        while self.has(flag):
+            occ = self.occurrences(flag)[-1]
+            lines = self.text.splitlines(keepends=True)
+            first = occ.flag_token
+            last = occ.value_tokens[-1] if occ.value_tokens else occ.flag_token
+            if first.line != last.end_line:
+                raise UserError(f"{self.path}: {flag} spans several lines; remove it by hand")
+            row = lines[first.line]
+            before, after = row[: first.col], row[last.end_col :]
+            after_code = after.split("#", 1)[0].strip()
+            if not before.strip() and after_code in ("", "\\"):
+                prev_continues = first.line > 0 and lines[first.line - 1].rstrip().endswith("\\")
+                if after_code == "" and prev_continues:
+                    # the line above continued into this one: end the command there instead
+                    lines[first.line - 1] = re.sub(r"\s*\\\s*$", "\n", lines[first.line - 1])
+                del lines[first.line]
+            else:
+                lines[first.line] = before.rstrip(" ") + (" " if before.strip() and after.strip() else "") + after.lstrip(" ")
+                if not before.strip():
+                    lines[first.line] = before + after.lstrip(" ")
+            self._set_text("".join(lines))
+            if any(o.flag_token.line == occ.flag_token.line and o.flag_token.col == occ.flag_token.col for o in self.occurrences(flag)):
+                raise UserError(f"{self.path}: could not remove {flag}")
+
+    def _set_text(self, text: str) -> None:
+        self.text = text
+        self._parse()
+
+    def _commit(self, text: str, flag: str, value: Any) -> None:
+        previous = self.text
+        self._set_text(text)
+        got = self.get(flag)
+        want = None if value is None or value is True else str(value)
+        if not self.has(flag) or (want is not None and got != want and _unquote(_quote(value)) != got):
+            self._set_text(previous)
+            raise UserError(f"{self.path}: could not set {flag} to {value!r} as a text edit; edit it by hand")
+
+
+def _line_starts_with(row: str, col: int) -> bool:
+    return not row[:col].strip()
+
+
+def _quote(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return shlex.quote(str(value))
+
+
+def _to_int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _collect_flags(tokens: list[tuple[Token, str]], launch: SlimeLaunch) -> list[FlagOccurrence]:
+    flags: list[FlagOccurrence] = []
+    current: FlagOccurrence | None = None
+    for tok, source in tokens:
+        value = tok.value
+        if value.startswith("--") and len(value) > 2:
+            if "=" in value:
+                name, inline = value.split("=", 1)
+                current = FlagOccurrence(name, [inline], tok, [], inline_value=True, source=source)
+                flags.append(current)
+                current = None
+                continue
+            current = FlagOccurrence(value, [], tok, [], source=source)
+            flags.append(current)
+        elif current is not None:
+            current.values.append(value)
+            current.value_tokens.append(tok)
+    return flags
+
+
+def parse_slime_launch(text: str, path: str = "<string>") -> SlimeLaunch:
+    return SlimeLaunch(path=path, original=text)
+
+
+def parse_slime_args(argv: list[str], path: str = "<args>") -> SlimeLaunch:
+    """A plain argument list (as ``sys.argv[1:]`` of ``train.py``), one flag per line."""
+    lines: list[str] = []
+    for arg in argv:
+        if arg.startswith("--") or not lines:
+            lines.append(shlex.quote(arg))
+        else:
+            lines[-1] += " " + shlex.quote(arg)
+    return SlimeLaunch(path=path, original="\n".join(lines) + "\n")
+
+
+def load_slime_launch(path: str | os.PathLike[str], *, confinement: Confinement | None = None) -> SlimeLaunch:
+    confinement = confinement or Confinement.for_paths([path])
+    return parse_slime_launch(confinement.read_text(path), str(path))
+
+
+def looks_like_slime(text: str) -> bool:
+    """A run script or argument file for slime (rather than an AReaL YAML)?"""
+    if re.search(r"\btrain(_async)?\.py\b", text) and "--" in text:
+        return True
+    return bool(re.search(r"--(rollout-batch-size|n-samples-per-prompt|actor-num-gpus-per-node|hf-checkpoint|colocate)\b", text))
