@@ -61,6 +61,7 @@ def print_json(data: Any) -> None:
 
 #: Command modules, each with ``register(app)``. Add a module here to add commands.
 COMMAND_MODULES = (
+    "rlmedic.ui.cli_logs",
     "rlmedic.ui.cli_knowledge",
 )
 

@@ -1,0 +1,554 @@
+"""Diagnose training logs: findings with evidence, the root cause first, cascades under it.
+
+This is the public entry point the CLI, the agent, Gradio and Slack call:
+
+* :func:`diagnose` for log files and directories (plain or gzip), read through
+  :class:`~rlmedic.confine.Confinement`;
+* :func:`diagnose_text` for pasted log text.
+
+Both return a :class:`Diagnosis` whose :meth:`~Diagnosis.to_dict` is the JSON contract of
+``rlmedic diagnose --json``. Everything that leaves here is redacted.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rlmedic.confine import Confinement, redact
+from rlmedic.errors import UserError
+from rlmedic.tools.logscan import FileInfo, Hit, HitGroup, Scanner, ScanResult, Source, expand_paths
+from rlmedic.tools.metrics import MetricCollector, MetricEvent
+from rlmedic.tools.signatures import ROLE_RANK, Catalog, SigFix, Signature, builtin_catalog
+from rlmedic.types import Citation, Finding, Fix, severity_rank
+
+#: A log written to within this many seconds may still be running (not interrupted).
+RECENT_WRITE_S = 120
+MAX_OCCURRENCES = 10
+EXCERPT_BEFORE = 3
+EXCERPT_AFTER = 2
+
+_PHASE_TEXT = {
+    "initialization": "during initialization",
+    "generation": "during SGLang generation",
+    "training": "during training (actor forward/backward)",
+    "weight_update": "during the weight update to the inference servers",
+    "data_transfer": "during data transfer between workers",
+    "resume": "while resuming",
+}
+_METRIC_IDS = {
+    "zero_reward": ("zero-reward-streak", "symptom"),
+    "reward_collapse": ("reward-collapse", "symptom"),
+    "no_eos": ("generation-never-stops", "symptom"),
+}
+_WHEN = re.compile(r"^\s*(\w+)\s*(>=|<=|==|>|<)\s*([-\d.]+|\w+)\s*$")
+
+
+@dataclass
+class Diagnosis:
+    """Findings (root first, then its cascades, then the rest), the root's index, stats."""
+
+    findings: list[Finding]
+    root: int | None
+    stats: dict[str, Any] = field(default_factory=dict)
+    #: For excerpts (not part of the JSON): the first hit of each finding, by "file:line",
+    #: and each file's head and tail lines.
+    hits: dict[str, Hit] = field(default_factory=dict, repr=False)
+    files: list[FileInfo] = field(default_factory=list, repr=False)
+
+    @property
+    def root_finding(self) -> Finding | None:
+        return self.findings[self.root] if self.root is not None else None
+
+    def worst_severity(self) -> str | None:
+        if not self.findings:
+            return None
+        return min((f.severity for f in self.findings), key=severity_rank)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"findings": [f.to_dict() for f in self.findings], "root": self.root, "stats": self.stats}
+
+
+# ------------------------------------------------------------------ entry points --
+
+
+def diagnose(
+    paths: list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...],
+    *,
+    confinement: Confinement | None = None,
+    engine: str | None = None,
+) -> Diagnosis:
+    """Diagnose log files or directories of per-rank logs (gzip allowed)."""
+    paths = list(paths)
+    if not paths:
+        raise UserError("no log path given")
+    confinement = confinement or Confinement.for_paths(paths)
+    sources, skipped = expand_paths(paths, confinement)
+    if not sources:
+        raise UserError(f"{', '.join(map(str, paths))}: no log files found")
+    return _diagnose_sources(sources, confinement, skipped, engine)
+
+
+def diagnose_text(text: str, name: str = "<input>", *, engine: str | None = None) -> Diagnosis:
+    """Diagnose pasted log text (chat UIs, Slack, the real-case evaluation)."""
+    return _diagnose_sources([Source(name=name, data=text.encode("utf-8", errors="replace"))], None, [], engine)
+
+
+def _diagnose_sources(
+    sources: list[Source], confinement: Confinement | None, skipped: list[dict[str, str]], engine: str | None
+) -> Diagnosis:
+    started = time.perf_counter()
+    catalog = builtin_catalog()
+    metrics = MetricCollector(catalog.metrics)
+    scanner = Scanner(catalog, on_metric=metrics.feed, engine=engine)
+    result = scanner.scan(sources, confinement)
+    skipped = skipped + result.skipped
+    if not result.files:
+        reasons = "; ".join(f"{s['file']}: {s['reason']}" for s in skipped) or "nothing readable"
+        raise UserError(f"no text log to diagnose ({reasons})")
+    diagnosis = _Builder(catalog, result, metrics).build()
+    elapsed = time.perf_counter() - started
+    diagnosis.stats.update(
+        {
+            "files": len(result.files),
+            "bytes": result.bytes_read,
+            "lines": sum(f.lines for f in result.files),
+            "seconds": round(elapsed, 3),
+            "mb_per_s": round(result.bytes_read / 1e6 / elapsed, 1) if elapsed > 0 else None,
+            "engine": result.engine,
+            "truncated": result.truncated,
+            "skipped": skipped,
+        }
+    )
+    return diagnosis
+
+
+# ------------------------------------------------------------------ helpers -------
+
+
+def _card(card_id: str) -> Any:
+    """The playbook card, or None while it does not exist (loaded lazily, cached)."""
+    try:
+        from rlmedic.knowledge.cards import card_by_id
+    except ImportError:  # pragma: no cover - knowledge package absent
+        return None
+    try:
+        return card_by_id(card_id)
+    except UserError:
+        return None
+
+
+def _fmt_number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+def _fill(template: str, numbers: dict[str, Any]) -> str:
+    """Keep each ``;``-separated part whose placeholders were all extracted."""
+    parts = []
+    for part in template.split(";"):
+        names = re.findall(r"\{(\w+)\}", part)
+        if all(n in numbers and numbers[n] not in (None, "") for n in names):
+            parts.append(re.sub(r"\{(\w+)\}", lambda m: _fmt_number(numbers[m.group(1)]), part).strip())
+    return "; ".join(p for p in parts if p)
+
+
+def _when(cond: str, numbers: dict[str, Any]) -> bool:
+    if not cond:
+        return True
+    m = _WHEN.match(cond)
+    if not m or not isinstance(numbers.get(m.group(1)), (int, float)):
+        return False
+    raw_right = m.group(3)
+    if re.fullmatch(r"[-\d.]+", raw_right):
+        right = float(raw_right)
+    elif isinstance(numbers.get(raw_right), (int, float)):
+        right = float(numbers[raw_right])
+    else:
+        return False
+    left, op = float(numbers[m.group(1)]), m.group(2)
+    return {">": left > right, "<": left < right, ">=": left >= right, "<=": left <= right, "==": left == right}[op]
+
+
+def _ranges(values: list[int]) -> str:
+    values = sorted(set(values))
+    out: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        out.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def excerpt_lines(hit: Hit, before: int = EXCERPT_BEFORE, after: int = EXCERPT_AFTER) -> str:
+    """A few numbered lines around a hit, the hit marked with ``>``, redacted."""
+    rows = [(n, t, " ") for n, t in hit.before[-before:]] if before else []
+    rows.append((hit.line, hit.text, ">"))
+    rows += [(n, t, " ") for n, t in hit.after[:after]]
+    width = len(str(rows[-1][0]))
+    return redact("\n".join(f"{mark} {n:>{width}} | {t}" for n, t, mark in rows))
+
+
+def _sig_fixes(sig: Signature, numbers: dict[str, Any]) -> list[Fix]:
+    cite = Citation(kind="doc", ref="rlmedic/tools/data/signatures.yaml", section=sig.id)
+    out = []
+    for fx in sig.fixes:
+        if not _when(fx.when, numbers):
+            continue
+        out.append(Fix(action=_render_fix(fx), key=fx.key or fx.flag, new=fx.value, why=fx.why, citation=cite))
+    return out
+
+
+def _render_fix(fx: SigFix) -> str:
+    setting = ""
+    if fx.key:
+        setting = f"{fx.key}={fx.value}" if fx.value is not None else fx.key
+    elif fx.flag:
+        setting = f"{fx.flag} {fx.value}" if fx.value is not None else fx.flag
+    text = fx.action.rstrip(".")
+    return f"{text} ({setting})" if setting and setting not in text else text
+
+
+@dataclass
+class _Draft:
+    """A finding before ordering: the Finding plus what root-cause ordering needs."""
+
+    finding: Finding
+    rank: int
+    when: tuple[Any, ...]
+    sig: str
+    role: str
+
+
+# ------------------------------------------------------------------ builder -------
+
+
+class _Builder:
+    def __init__(self, catalog: Catalog, result: ScanResult, metrics: MetricCollector) -> None:
+        self.catalog = catalog
+        self.result = result
+        self.metrics = metrics
+        self.files = {f.index: f for f in result.files}
+        self.framework = {f.index: self._framework(f) for f in result.files}
+        self.first_hits: dict[str, Hit] = {}
+
+    @staticmethod
+    def _framework(info: FileInfo) -> str:
+        fw = {k: v for k, v in info.frameworks.items() if k in ("areal", "slime", "verl")}
+        return max(fw.items(), key=lambda kv: kv[1])[0] if fw else ""
+
+    def _when_key(self, file_index: int, line: int, ts: datetime | None) -> tuple[Any, ...]:
+        return (ts or datetime.min, file_index, line)
+
+    # -- signature hits --------------------------------------------------------
+
+    def _merge_groups(self) -> dict[tuple[str, str, str], list[HitGroup]]:
+        merged: dict[tuple[str, str, str], list[HitGroup]] = {}
+        for (sig_id, _file, group, phase), g in self.result.groups.items():
+            merged.setdefault((sig_id, group, phase), []).append(g)
+        return merged
+
+    def _hit_findings(self) -> tuple[list[_Draft], dict[str, Any]]:
+        drafts: list[_Draft] = []
+        markers: dict[str, Any] = {}
+        for (sig_id, group, phase), groups in self._merge_groups().items():
+            sig = self.catalog.by_id[sig_id]
+            hits = [h for g in groups for h in g.detailed]
+            self._fill_times(hits)
+            hits.sort(key=lambda h: self._when_key(h.file_index, h.line, h.ts))
+            lasts = [g.last for g in groups if g.last is not None]
+            last = max(lasts, key=lambda h: self._when_key(h.file_index, h.line, h.ts)) if lasts else hits[-1]
+            count = sum(g.count for g in groups)
+            if sig.role == "marker":
+                markers[sig_id] = {"first": hits[0], "last": last, "count": count}
+                if sig_id != "recover-info-dumped":
+                    continue
+            drafts.append(self._draft(sig, hits, last, count, phase))
+        return drafts, markers
+
+    def _fill_times(self, hits: list[Hit]) -> None:
+        """Hits without a timestamp take the nearest earlier one of the same file."""
+        by_file: dict[int, list[Hit]] = {}
+        for h in hits:
+            by_file.setdefault(h.file_index, []).append(h)
+        for file_hits in by_file.values():
+            file_hits.sort(key=lambda h: h.line)
+            carry = next((h.ts for h in file_hits if h.ts), None)
+            for h in file_hits:
+                if h.ts:
+                    carry = h.ts
+                elif carry:
+                    h.ts = carry
+
+    def _draft(self, sig: Signature, hits: list[Hit], last: Hit, count: int, phase: str) -> _Draft:
+        first = hits[0]
+        self.first_hits[f"{first.file}:{first.line}"] = first
+        framework = self.framework.get(first.file_index, "")
+        card_id, category = sig.card_for(phase, framework)
+        numbers = {k: v for k, v in first.numbers.items() if k not in ("repeated",)}
+        ranks = sorted({h.numbers["rank"] for h in hits if isinstance(h.numbers.get("rank"), int)})
+        files = sorted({h.file for h in hits})
+        severity = sig.severity
+        transient_note = ""
+        if sig.transient:
+            later = self.metrics.steps_after(last.file_index, last.line)
+            if later is not None:
+                severity = "warning" if severity_rank(severity) < severity_rank("warning") else severity
+                transient_note = f" (transient: training went on to step {later} afterwards)"
+        where = ""
+        if len(ranks) == 1:
+            where = f" on rank {ranks[0]}"
+        elif len(ranks) > 1:
+            where = f" on ranks {_ranges(ranks)}"
+        if isinstance(numbers.get("gpu"), int) and len(ranks) <= 1:
+            where += f"{',' if where else ' on'} GPU {numbers['gpu']}"
+        title = sig.title
+        if sig.group_by and first.group:
+            title = f"{title}: {first.group}" if sig.id == "python-exception" else title
+        summary = title
+        if phase and phase in _PHASE_TEXT:
+            summary += f" {_PHASE_TEXT[phase]}"
+        summary += where
+        if count > 1:
+            summary += f" (x{count}{f' in {len(files)} files' if len(files) > 1 else ''})"
+        detail = _fill(sig.detail, numbers) if sig.detail else ""
+        if sig.id == "python-exception":
+            detail = redact(first.text.strip())[:300]
+        if sig.id == "recover-info-dumped":
+            step = self.metrics.step_before(last.file_index, last.line)
+            detail = f"last at {last.file}:{last.line}" + (f" ({last.ts:%Y-%m-%d %H:%M:%S})" if last.ts else "")
+            detail += f" after step {step}" if step is not None else ""
+            numbers["last_line"] = last.line
+            if step is not None:
+                numbers["last_step"] = step
+        if detail:
+            summary += f": {detail}"
+        summary += transient_note
+        if sig.explain:
+            summary += f". {sig.explain}"
+        card = _card(card_id)
+        fixes = _sig_fixes(sig, numbers) + (card.fix_objects() if card else [])
+        citations = ([card.citation] if card else []) + [Citation(kind="log", ref=first.file, lines=(first.line, first.line))]
+        occurrences = [f"{h.file}:{h.line}" for h in hits[:MAX_OCCURRENCES]]
+        evidence: dict[str, Any] = {
+            "excerpt": excerpt_lines(first),
+            "line_text": redact(first.text),
+            "numbers": numbers,
+            "count": count,
+            "occurrences": occurrences,
+            "signature": sig.id,
+            "role": sig.role,
+        }
+        if phase:
+            evidence["phase"] = phase
+        if ranks:
+            evidence["ranks"] = ranks
+        if len(files) > 1:
+            evidence["files"] = files[:MAX_OCCURRENCES]
+        if first.process:
+            evidence["process"] = first.process
+        if first.ts:
+            evidence["first_seen"] = first.ts.isoformat(sep=" ")
+        if last.ts:
+            evidence["last_seen"] = last.ts.isoformat(sep=" ")
+        if last is not first:
+            evidence["last_occurrence"] = f"{last.file}:{last.line}"
+        if framework:
+            evidence["framework"] = framework
+        finding = Finding(
+            id=sig.id,
+            category=category,
+            severity=severity,  # type: ignore[arg-type]
+            summary=summary,
+            file=first.file,
+            line=first.line,
+            evidence=evidence,
+            fixes=fixes,
+            citations=citations,
+            card=card_id,
+        )
+        return _Draft(finding, ROLE_RANK[sig.role], self._when_key(first.file_index, first.line, first.ts), sig.id, sig.role)
+
+    # -- metrics -----------------------------------------------------------------
+
+    def _metric_findings(self) -> list[_Draft]:
+        drafts = []
+        for ev in self.metrics.detect():
+            drafts.append(self._metric_draft(ev))
+        return drafts
+
+    def _metric_draft(self, ev: MetricEvent) -> _Draft:
+        if ev.rule in _METRIC_IDS:
+            fid, role = _METRIC_IDS[ev.rule]
+        elif ev.rule == "nonfinite":
+            fid, role = f"nonfinite-{ev.kind.replace('_', '-')}", "crash"
+        else:
+            fid, role = f"{ev.kind.replace('_', '-')}-spike", "symptom"
+        info = self.files[ev.file_index]
+        card = _card(ev.card)
+        values = ", ".join(f"{s}:{_fmt_number(v) if math.isfinite(v) else v}" for s, v in ev.values)
+        numbers = {k: v for k, v in ev.numbers.items() if v is not None}
+        evidence = {
+            "excerpt": redact(f"{ev.key} by step: {values}"),
+            "numbers": numbers,
+            "series": ev.key,
+            "count": 1,
+            "occurrences": [f"{info.name}:{ev.line}"],
+            "signature": f"metric:{ev.rule}",
+            "role": role,
+        }
+        fw = self.framework.get(ev.file_index)
+        if fw:
+            evidence["framework"] = fw
+        finding = Finding(
+            id=fid,
+            category=ev.category,
+            severity=ev.severity,  # type: ignore[arg-type]
+            summary=ev.summary,
+            file=info.name,
+            line=ev.line,
+            evidence=evidence,
+            fixes=card.fix_objects() if card else [],
+            citations=([card.citation] if card else []) + [Citation(kind="log", ref=info.name, lines=(ev.line, ev.line))],
+            card=ev.card,
+        )
+        return _Draft(finding, ROLE_RANK[role], self._when_key(ev.file_index, ev.line, None), fid, role)
+
+    # -- whole-run findings -------------------------------------------------------
+
+    def _progress(self) -> tuple[int | None, FileInfo | None]:
+        """The highest step seen and the file that got furthest."""
+        best: tuple[int, FileInfo] | None = None
+        for idx, (step, _line) in self.metrics.last_step.items():
+            if best is None or step > best[0]:
+                best = (step, self.files[idx])
+        return (best[0], best[1]) if best else (None, None)
+
+    def _finished(self, markers: dict[str, Any]) -> bool:
+        if "clean-shutdown" in markers:
+            return True
+        for idx, total in self.metrics.total_steps.items():
+            last = self.metrics.last_step.get(idx)
+            if last and total and last[0] >= total:
+                return True
+        return False
+
+    def _interruption(self, step: int, info: FileInfo) -> _Draft:
+        recent = info.mtime is not None and time.time() - info.mtime < RECENT_WRITE_S
+        total = self.metrics.total_steps.get(info.index)
+        line = info.tail[-1][0] if info.tail else info.lines
+        when = f" at {info.last_ts:%Y-%m-%d %H:%M:%S}" if info.last_ts else ""
+        of_total = f"/{total}" if total else ""
+        summary = (
+            f"The log stops mid-training after step {step}{of_total}{when} with no error and no clean shutdown: "
+            "probable interruption from outside (spot preemption, the OOM killer, a scheduler) - "
+            "resume from the last checkpoint"
+        )
+        if recent:
+            summary += f" (the file was written {time.time() - info.mtime:.0f} s ago: the run may still be going)"  # type: ignore[operator]
+        card = _card("spot-interruption")
+        tail = info.tail[-6:]
+        excerpt = redact("\n".join(f"  {n} | {t}" for n, t in tail))
+        numbers: dict[str, Any] = {"last_step": step}
+        if total:
+            numbers["total_steps"] = total
+        evidence: dict[str, Any] = {
+            "excerpt": excerpt,
+            "numbers": numbers,
+            "count": 1,
+            "occurrences": [f"{info.name}:{line}"],
+            "signature": "log-ends-mid-training",
+            "role": "cause",
+        }
+        if info.last_ts:
+            evidence["last_seen"] = info.last_ts.isoformat(sep=" ")
+        finding = Finding(
+            id="probable-interruption",
+            category=card.category if card else "checkpoint_recovery",
+            severity="warning" if recent else "error",
+            summary=summary,
+            file=info.name,
+            line=line,
+            evidence=evidence,
+            fixes=card.fix_objects() if card else [],
+            citations=([card.citation] if card else []) + [Citation(kind="log", ref=info.name, lines=(line, line))],
+            card="spot-interruption",
+        )
+        return _Draft(finding, ROLE_RANK["cause"], self._when_key(info.index, line, info.last_ts), "probable-interruption", "cause")
+
+    def _no_recover(self, step: int, info: FileInfo) -> _Draft:
+        card = _card("recovery-checkpoint-missing")
+        summary = (
+            f"No recover checkpoint was written in {step} steps (no 'Dumped recover info' / 'Saved recover checkpoint' "
+            "line): recover mode 'auto' will have nothing to resume from; enable recover.mode and a save frequency "
+            "(recover.freq_steps / freq_secs)"
+        )
+        line = info.tail[-1][0] if info.tail else info.lines
+        finding = Finding(
+            id="no-recover-checkpoint",
+            category="checkpoint_recovery",
+            severity="warning",
+            summary=summary,
+            file=info.name,
+            line=line,
+            evidence={"excerpt": "", "numbers": {"last_step": step}, "count": 1, "occurrences": [], "signature": "absent:recover-info-dumped", "role": "symptom"},
+            fixes=card.fix_objects() if card else [],
+            citations=[card.citation] if card else [],
+            card="recovery-checkpoint-missing",
+        )
+        return _Draft(finding, ROLE_RANK["symptom"], self._when_key(info.index, line, info.last_ts), "no-recover-checkpoint", "symptom")
+
+    # -- assembly ----------------------------------------------------------------
+
+    def build(self) -> Diagnosis:
+        drafts, markers = self._hit_findings()
+        drafts += self._metric_findings()
+        step, far = self._progress()
+        finished = self._finished(markers)
+        serious = [d for d in drafts if d.role != "marker" and severity_rank(d.finding.severity) <= severity_rank("error")]
+        if not serious and step is not None and far is not None and not finished:
+            drafts.append(self._interruption(step, far))
+            serious = [drafts[-1]]
+        areal = any(fw == "areal" for fw in self.framework.values())
+        if areal and serious and step is not None and step >= 2 and "recover-info-dumped" not in markers and far is not None:
+            drafts.append(self._no_recover(step, far))
+        findings, root = self._order(drafts)
+        stats: dict[str, Any] = {
+            "last_step": step,
+            "clean_shutdown": finished,
+            "frameworks": sorted({fw for fw in self.framework.values() if fw}),
+            "metrics": self.metrics.summary(),
+            "signatures_matched": sorted({d.sig for d in drafts}),
+        }
+        return Diagnosis(findings=findings, root=root, stats=stats, hits=self.first_hits, files=self.result.files)
+
+    @staticmethod
+    def _order(drafts: list[_Draft]) -> tuple[list[Finding], int | None]:
+        """Root first (lowest role rank, then earliest), its cascades, then the rest."""
+        candidates = [d for d in drafts if d.role != "marker" and severity_rank(d.finding.severity) <= severity_rank("error")]
+        if not candidates:
+            rest = sorted(drafts, key=lambda d: (severity_rank(d.finding.severity), d.when))
+            return [d.finding for d in rest], None
+        root = min(candidates, key=lambda d: (d.rank, d.when))
+        cascades = [
+            d
+            for d in candidates
+            if d is not root and (d.rank > root.rank or d.sig == root.sig)
+        ]
+        cascades.sort(key=lambda d: d.when)
+        others = [d for d in drafts if d is not root and d not in cascades]
+        others.sort(key=lambda d: (severity_rank(d.finding.severity), d.when))
+        ordered = [root, *cascades, *others]
+        for d in cascades:
+            d.finding.root = 0
+        return [d.finding for d in ordered], 0

@@ -1,0 +1,623 @@
+"""Fast, bounded-memory scanning of (possibly huge) training logs for known signatures.
+
+How it stays fast and small:
+
+* files are read in fixed chunks into one reusable buffer (plain or gzip, never whole),
+  so memory does not grow with the file;
+* a *literal prefilter* finds candidate lines: Hyperscan when installed (GB/s), else a
+  pure-Python ``bytes.find`` loop; regexes run only on lines that contain a literal;
+* only the first hits of each signature keep their surrounding lines; later ones are
+  counted.
+
+Reads go through :class:`rlmedic.confine.Confinement` (roots checked after resolving
+symlinks); nothing is ever written.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from rlmedic.confine import Confinement, looks_binary
+from rlmedic.errors import AccessDenied, UserError
+from rlmedic.tools.signatures import Catalog, Literal, Signature
+
+CHUNK = 8 << 20
+KEEP_BEFORE = 64 << 10  # bytes of already-scanned text kept for before-context
+AFTER_RESERVE = 16 << 10  # bytes held back so hits near a chunk end have after-context
+CONTEXT_BEFORE = 30
+CONTEXT_AFTER = 8
+MATCH_CONTEXT_BEFORE = 25  # lines searched for a signature's `context` regexes
+MATCH_CONTEXT_AFTER = 8
+PHASE_BEFORE = 40
+PHASE_AFTER = 6
+MAX_LINE_CHARS = 2000
+DETAILED_PER_KEY = 20  # hits per (signature, file, group, phase) that keep their context
+PHASED_PER_KEY = 60  # hits per (signature, file) whose phase is inferred from context
+TAIL_LINES = 30
+HEAD_BYTES = 64 << 10
+MAX_FILES = 5000
+DEFAULT_MAX_SCAN_BYTES = 64 << 30
+
+LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz", ".stdout", ".stderr", ".jsonl", ".json"}
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_RAY_PREFIX = re.compile(r"^\((\w[\w:./-]*)(?: pid=(\d+))?")
+_TS_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?"), "ymd"),
+    (re.compile(r"\b(\d{4})(\d{2})(\d{2})-(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?"), "ymd"),
+    (re.compile(r"\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})"), "glog"),
+)
+
+
+# ------------------------------------------------------------------ engines -------
+
+
+class PythonEngine:
+    """Pure-Python literal search: one ``bytes.find`` sweep per literal spelling."""
+
+    name = "python"
+
+    def __init__(self, literals: list[Literal]) -> None:
+        self._needles = [(v.encode(), i) for i, lit in enumerate(literals) for v in lit.variants()]
+
+    def scan(self, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        for needle, idx in self._needles:
+            find = buf.find
+            pos = find(needle, start, end)
+            while pos >= 0:
+                out.append((pos, idx))
+                pos = find(needle, pos + 1, end)
+        out.sort()
+        return out
+
+
+class HyperscanEngine:
+    """Literal search with Intel Hyperscan (all literals in one pass, SIMD)."""
+
+    name = "hyperscan"
+
+    def __init__(self, literals: list[Literal]) -> None:
+        import hyperscan
+
+        self._hs = hyperscan
+        self._db = hyperscan.Database()
+        exprs = [re.escape(lit.text).encode() for lit in literals]
+        flags = [hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in literals]
+        self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+        self._lengths = [len(lit.text.encode()) for lit in literals]
+
+    def scan(self, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        append = out.append
+        lengths = self._lengths
+
+        def on_match(idx: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
+            append((start + to - lengths[idx], idx))
+
+        self._db.scan(memoryview(buf)[start:end], match_event_handler=on_match)
+        out.sort()
+        return out
+
+
+def make_engine(literals: list[Literal], prefer: str | None = None) -> PythonEngine | HyperscanEngine:
+    """Hyperscan when importable (and not disabled by ``RLMEDIC_SCAN_ENGINE=python``)."""
+    prefer = (prefer or os.environ.get("RLMEDIC_SCAN_ENGINE") or "auto").lower()
+    if prefer in ("auto", "hyperscan"):
+        try:
+            return HyperscanEngine(literals)
+        except ImportError:
+            if prefer == "hyperscan":
+                raise UserError("RLMEDIC_SCAN_ENGINE=hyperscan but the 'hyperscan' package is not installed") from None
+        except Exception:  # pragma: no cover - a broken native install falls back
+            pass
+    return PythonEngine(literals)
+
+
+# ------------------------------------------------------------------ results -------
+
+
+@dataclass
+class Hit:
+    """One matched line. ``before``/``after`` are filled for detailed hits only."""
+
+    sig: str
+    file: str
+    file_index: int
+    line: int
+    text: str
+    ts: datetime | None = None
+    before: list[tuple[int, str]] = field(default_factory=list)
+    after: list[tuple[int, str]] = field(default_factory=list)
+    phase: str = ""
+    group: str = ""
+    numbers: dict[str, Any] = field(default_factory=dict)
+    process: str = ""
+
+
+@dataclass
+class HitGroup:
+    """All hits of one signature in one file (per group value and phase)."""
+
+    sig: str
+    file_index: int
+    group: str
+    phase: str
+    count: int = 0
+    detailed: list[Hit] = field(default_factory=list)
+    last: Hit | None = None
+
+
+@dataclass
+class FileInfo:
+    name: str
+    index: int
+    path: str = ""
+    size: int = 0
+    bytes_read: int = 0
+    lines: int = 0
+    gzip: bool = False
+    binary: bool = False
+    truncated: bool = False
+    mtime: float | None = None
+    head: str = ""
+    tail: list[tuple[int, str]] = field(default_factory=list)
+    frameworks: dict[str, int] = field(default_factory=dict)
+    last_ts: datetime | None = None
+
+
+@dataclass
+class ScanResult:
+    files: list[FileInfo]
+    groups: dict[tuple[str, int, str, str], HitGroup]
+    engine: str
+    skipped: list[dict[str, str]]
+    bytes_read: int
+    truncated: bool
+
+
+# ------------------------------------------------------------------ helpers -------
+
+
+def clean_line(raw: bytes | bytearray) -> str:
+    """Decode (invalid UTF-8 replaced), drop ANSI colours and carriage returns."""
+    text = bytes(raw).decode("utf-8", errors="replace")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        parts = [p for p in text.split("\r") if p.strip()]
+        text = " ".join(parts[-3:]) if parts else ""
+    if len(text) > MAX_LINE_CHARS:
+        text = text[:MAX_LINE_CHARS] + " …[line truncated]"
+    return text
+
+
+def parse_timestamp(line: str, year_hint: int | None = None) -> datetime | None:
+    """The first timestamp in the line's first 160 characters (AReaL, slime/SGLang, glog)."""
+    head = line[:160]
+    for rx, kind in _TS_PATTERNS:
+        m = rx.search(head)
+        if not m:
+            continue
+        try:
+            if kind == "ymd":
+                y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
+                frac = m.group(7) or "0"
+            else:
+                mo, d, h, mi, s = (int(g) for g in m.groups()[:5])
+                y = year_hint or datetime.now().year
+                frac = m.group(6) or "0"
+            return datetime(y, mo, d, h, mi, s, int(frac[:6].ljust(6, "0")))
+        except ValueError:
+            continue
+    return None
+
+
+def process_key(line: str) -> str:
+    """The Ray actor prefix, e.g. ``TrainWorker pid=123``; empty when the line has none."""
+    m = _RAY_PREFIX.match(line)
+    if not m:
+        return ""
+    return f"{m.group(1)} pid={m.group(2)}" if m.group(2) else m.group(1)
+
+
+def _to_gib(value: str, unit: str | None) -> float:
+    number = float(value)
+    unit = (unit or "GiB").upper().replace("I", "")
+    scale = {"B": 1 / (1 << 30), "KB": 1 / (1 << 20), "MB": 1 / 1024, "GB": 1.0, "TB": 1024.0}.get(unit, 1.0)
+    return round(number * scale, 3)
+
+
+def extract_numbers(line: str, extractors: dict[str, list[re.Pattern[str]]]) -> dict[str, Any]:
+    """Values named in the catalog's ``extract``; ``*_gib`` values are normalised to GiB."""
+    out: dict[str, Any] = {}
+    for name, patterns in extractors.items():
+        for rx in patterns:
+            m = rx.search(line)
+            if not m:
+                continue
+            groups = [g for g in m.groups() if g is not None]
+            if not groups:
+                continue
+            raw = groups[0]
+            if name.endswith("_gib"):
+                try:
+                    out[name] = _to_gib(raw, groups[1] if len(groups) > 1 else None)
+                except ValueError:
+                    continue
+            else:
+                try:
+                    out[name] = int(raw)
+                except ValueError:
+                    try:
+                        out[name] = float(raw)
+                    except ValueError:
+                        out[name] = raw.strip()
+            break
+    return out
+
+
+def infer_phase(catalog: Catalog, line: str, before: list[str], after: list[str]) -> str:
+    """Score phase hints around a hit: the hit line counts double, nearer lines more."""
+    me = process_key(line)
+    scores: dict[str, float] = {}
+    window = [(0, line)] + [(i + 1, t) for i, t in enumerate(reversed(before))] + [(i + 1, t) for i, t in enumerate(after)]
+    for distance, text in window:
+        other = process_key(text)
+        if me and other and other != me:
+            continue
+        weight = 2.0 if distance == 0 else 1.0 / (1.0 + distance / 4.0)
+        for phase, hints in catalog.phases.items():
+            if any(h.search(text) for h in hints):
+                scores[phase] = scores.get(phase, 0.0) + weight
+    if not scores:
+        return ""
+    return max(scores.items(), key=lambda kv: kv[1])[0]
+
+
+def detect_frameworks(catalog: Catalog, text: str) -> dict[str, int]:
+    found = {}
+    for name, markers in catalog.frameworks.items():
+        n = sum(len(m.findall(text)) for m in markers)
+        if n:
+            found[name] = n
+    return found
+
+
+# ------------------------------------------------------------------ sources -------
+
+
+@dataclass
+class Source:
+    """One input to scan: a confined file path or in-memory text."""
+
+    name: str
+    path: Path | None = None
+    data: bytes | None = None
+
+
+def expand_paths(
+    paths: Iterable[str | os.PathLike[str]], confinement: Confinement
+) -> tuple[list[Source], list[dict[str, str]]]:
+    """Files to scan (directories walked recursively, sorted); escapes are refused."""
+    sources: list[Source] = []
+    skipped: list[dict[str, str]] = []
+    for given in paths:
+        resolved = confinement.existing(given)
+        if resolved.is_file():
+            sources.append(Source(name=str(given), path=resolved))
+            continue
+        if not resolved.is_dir():
+            raise UserError(f"{given}: not a regular file or directory")
+        for root, dirs, files in os.walk(resolved, followlinks=False):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
+            for fname in sorted(files):
+                if fname.startswith("."):
+                    continue
+                full = Path(root) / fname
+                display = os.path.join(str(given), os.path.relpath(full, resolved))
+                suffix = full.suffix.lower()
+                if suffix and suffix not in LOG_SUFFIXES and not re.search(r"\.(?:log|out|err)\.\d+$", fname):
+                    skipped.append({"file": display, "reason": "not a log file name"})
+                    continue
+                try:
+                    real = confinement.check(full)
+                except AccessDenied:
+                    skipped.append({"file": display, "reason": "symlink outside the allowed roots"})
+                    continue
+                if not real.is_file():
+                    continue
+                sources.append(Source(name=display, path=real))
+                if len(sources) > MAX_FILES:
+                    raise UserError(f"{given}: more than {MAX_FILES} log files; point at a narrower directory")
+    return sources, skipped
+
+
+def _open_source(src: Source, confinement: Confinement | None) -> tuple[BinaryIO, bool, int, float | None]:
+    """(binary stream, is_gzip, size on disk, mtime); gzip is detected by its magic bytes."""
+    if src.data is not None:
+        raw: BinaryIO = io.BytesIO(src.data)
+        size, mtime = len(src.data), None
+    else:
+        assert src.path is not None and confinement is not None
+        raw = confinement.open_binary(src.path)
+        st = os.fstat(raw.fileno())
+        size, mtime = st.st_size, st.st_mtime
+    magic = raw.read(2)
+    raw.seek(0)
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw, mode="rb"), True, size, mtime  # type: ignore[return-value]
+    return raw, False, size, mtime
+
+
+# ------------------------------------------------------------------ scanner -------
+
+
+class Scanner:
+    """Scan sources for catalog signatures; feed stats lines to ``on_metric``."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        on_metric: Callable[[int, int, str], None] | None = None,
+        engine: str | None = None,
+        max_bytes: int | None = None,
+        chunk: int = CHUNK,
+    ) -> None:
+        self.catalog = catalog
+        self.on_metric = on_metric
+        lits = catalog.all_literals()
+        self._owners: list[frozenset[str]] = [owners for _lit, owners in lits]
+        self.engine = make_engine([lit for lit, _ in lits], engine)
+        env_cap = os.environ.get("RLMEDIC_MAX_SCAN_BYTES")
+        self.max_bytes = max_bytes or (int(env_cap) if env_cap else DEFAULT_MAX_SCAN_BYTES)
+        self.chunk = max(chunk, 2 * (KEEP_BEFORE + AFTER_RESERVE))
+        self.groups: dict[tuple[str, int, str, str], HitGroup] = {}
+        self._phased: dict[tuple[str, int], int] = {}
+        self._last_phase: dict[tuple[str, int], str] = {}
+        self.bytes_read = 0
+        self.truncated = False
+
+    # -- public ------------------------------------------------------------------
+
+    def scan(self, sources: list[Source], confinement: Confinement | None = None) -> ScanResult:
+        files: list[FileInfo] = []
+        skipped: list[dict[str, str]] = []
+        for src in sources:
+            info = FileInfo(name=src.name, index=len(files), path=str(src.path or ""))
+            if self.truncated:
+                skipped.append({"file": src.name, "reason": "scan byte cap reached"})
+                continue
+            stream, info.gzip, info.size, info.mtime = _open_source(src, confinement)
+            try:
+                with stream:
+                    self._scan_stream(stream, info)
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                skipped.append({"file": src.name, "reason": f"unreadable ({exc})"})
+                continue
+            if info.binary:
+                skipped.append({"file": src.name, "reason": "binary file"})
+                continue
+            files.append(info)
+        return ScanResult(files, self.groups, self.engine.name, skipped, self.bytes_read, self.truncated)
+
+    # -- the loop ----------------------------------------------------------------
+
+    def _scan_stream(self, stream: BinaryIO, info: FileInfo) -> None:
+        buf = bytearray(self.chunk + KEEP_BEFORE + AFTER_RESERVE)
+        view = memoryview(buf)
+        filled = 0  # bytes valid in buf
+        proc = 0  # where unscanned text starts in buf
+        line_no = 1  # line number at buf[proc]
+        first = True
+        eof = False
+        try:
+            while not eof:
+                want = len(buf) - filled
+                if self.bytes_read + want > self.max_bytes:
+                    want = max(0, self.max_bytes - self.bytes_read)
+                n = stream.readinto(view[filled : filled + want]) if want else 0
+                if not n:
+                    eof = True
+                    if want == 0 and filled - proc > 0:
+                        info.truncated = self.truncated = True
+                else:
+                    filled += n
+                    info.bytes_read += n
+                    self.bytes_read += n
+                if first:
+                    first = False
+                    if looks_binary(bytes(buf[: min(filled, 8192)])):
+                        info.binary = True
+                        return
+                    info.head = bytes(buf[: min(filled, HEAD_BYTES)]).decode("utf-8", errors="replace")
+                    info.frameworks = detect_frameworks(self.catalog, info.head)
+                if eof:
+                    end = filled
+                else:
+                    limit = filled - AFTER_RESERVE
+                    end = buf.rfind(b"\n", proc, limit) + 1
+                    if end <= proc:  # one enormous line: cut it at the limit
+                        end = max(limit, proc + 1)
+                if end > proc:
+                    line_no = self._scan_region(buf, proc, end, filled, line_no, info)
+                if eof:
+                    info.lines = line_no - 1 if filled and buf[filled - 1 : filled] == b"\n" else line_no
+                    if filled == 0:
+                        info.lines = 0
+                    self._capture_tail(buf, filled, info)
+                    break
+                keep_from = max(0, end - KEEP_BEFORE)
+                keep_from = buf.find(b"\n", keep_from, end) + 1 if keep_from > 0 else 0
+                remaining = filled - keep_from
+                buf[0:remaining] = buf[keep_from:filled]
+                filled, proc = remaining, end - keep_from
+        finally:
+            view.release()
+
+    def _capture_tail(self, buf: bytearray, filled: int, info: FileInfo) -> None:
+        end = filled
+        if end and buf[end - 1 : end] == b"\n":
+            end -= 1
+        lines: list[str] = []
+        pos = end
+        while len(lines) < TAIL_LINES and pos > 0:
+            start = buf.rfind(b"\n", 0, pos) + 1
+            lines.append(clean_line(buf[start:pos]))
+            pos = start - 1
+        lines.reverse()
+        last = info.lines
+        info.tail = [(last - len(lines) + 1 + i, t) for i, t in enumerate(lines)]
+        year = None
+        for _n, text in reversed(info.tail):
+            ts = parse_timestamp(text, year)
+            if ts:
+                info.last_ts = ts
+                break
+
+    def _scan_region(self, buf: bytearray, start: int, end: int, filled: int, line_no: int, info: FileInfo) -> int:
+        matches = self.engine.scan(buf, start, end)
+        counted = start
+        owners = self._owners
+        i = 0
+        n = len(matches)
+        while i < n:
+            pos = matches[i][0]
+            ls = buf.rfind(b"\n", start, pos) + 1
+            if ls < start:
+                ls = start
+            le = buf.find(b"\n", pos, end)
+            if le < 0:
+                le = end
+            ids: set[str] = set()
+            while i < n and matches[i][0] < le:
+                ids |= owners[matches[i][1]]
+                i += 1
+            line_no += buf.count(b"\n", counted, ls)
+            counted = ls
+            self._handle_line(buf, ls, le, filled, line_no, ids, info)
+        line_no += buf.count(b"\n", counted, end)
+        return line_no
+
+    # -- one candidate line --------------------------------------------------------
+
+    def _handle_line(
+        self, buf: bytearray, ls: int, le: int, filled: int, line_no: int, ids: set[str], info: FileInfo
+    ) -> None:
+        text = clean_line(buf[ls:le])
+        if "#metric" in ids and self.on_metric is not None:
+            self.on_metric(info.index, line_no, text)
+            ids.discard("#metric")
+        if not ids:
+            return
+        cands = sorted((self.catalog.by_id[s] for s in ids), key=lambda s: s.order)
+        ctx: tuple[list[str], list[str]] | None = None
+        for sig in cands:
+            if not sig.match(text):
+                continue
+            if sig.context:
+                if ctx is None:
+                    ctx = (
+                        [t for _n, t in _lines_before(buf, ls, MATCH_CONTEXT_BEFORE, line_no)],
+                        [t for _n, t in _lines_after(buf, le, filled, MATCH_CONTEXT_AFTER, line_no)],
+                    )
+                me = process_key(text)
+                window = [text] + [t for t in ctx[0] + ctx[1] if not me or process_key(t) in ("", me)]
+                if not any(rx.search(t) for rx in sig.context for t in window):
+                    continue
+            self._record(sig, buf, ls, le, filled, line_no, text, info)
+            return
+
+    def _record(
+        self, sig: Signature, buf: bytearray, ls: int, le: int, filled: int, line_no: int, text: str, info: FileInfo
+    ) -> None:
+        numbers = extract_numbers(text, self.catalog.common_extract)
+        numbers.update(extract_numbers(text, sig.extract))
+        group = str(numbers.get(sig.group_by, "")) if sig.group_by else ""
+        pkey = (sig.id, info.index)
+        before: list[tuple[int, str]] | None = None
+        after: list[tuple[int, str]] | None = None
+        phase = sig.phase if sig.phase != "context" else ""
+        if sig.phase == "context":
+            done = self._phased.get(pkey, 0)
+            if done < PHASED_PER_KEY:
+                before = _lines_before(buf, ls, max(PHASE_BEFORE, CONTEXT_BEFORE), line_no)
+                after = _lines_after(buf, le, filled, max(PHASE_AFTER, CONTEXT_AFTER), line_no)
+                phase = infer_phase(
+                    self.catalog, text, [t for _n, t in before[-PHASE_BEFORE:]], [t for _n, t in after[:PHASE_AFTER]]
+                )
+                self._phased[pkey] = done + 1
+                self._last_phase[pkey] = phase
+            else:
+                phase = self._last_phase.get(pkey, "")
+        key = (sig.id, info.index, group, phase)
+        grp = self.groups.get(key)
+        if grp is None:
+            grp = self.groups[key] = HitGroup(sig=sig.id, file_index=info.index, group=group, phase=phase)
+        repeated = numbers.get("repeated")
+        grp.count += int(repeated) + 1 if isinstance(repeated, int) else 1
+        hit = Hit(
+            sig=sig.id,
+            file=info.name,
+            file_index=info.index,
+            line=line_no,
+            text=text,
+            phase=phase,
+            group=group,
+            numbers=numbers,
+            process=process_key(text),
+        )
+        if len(grp.detailed) < DETAILED_PER_KEY:
+            if before is None:
+                before = _lines_before(buf, ls, CONTEXT_BEFORE, line_no)
+            if after is None:
+                after = _lines_after(buf, le, filled, CONTEXT_AFTER, line_no)
+            hit.before = before[-CONTEXT_BEFORE:]
+            hit.after = after[:CONTEXT_AFTER]
+            hit.ts = parse_timestamp(text) or next(
+                (ts for _n, t in reversed(hit.before) if (ts := parse_timestamp(t))), None
+            )
+            self._note_frameworks(info, [t for _n, t in hit.before] + [text])
+            grp.detailed.append(hit)
+        else:
+            hit.ts = parse_timestamp(text)
+        grp.last = hit
+
+    def _note_frameworks(self, info: FileInfo, lines: list[str]) -> None:
+        for name, n in detect_frameworks(self.catalog, "\n".join(lines)).items():
+            info.frameworks[name] = info.frameworks.get(name, 0) + n
+
+
+def _lines_before(buf: bytearray, ls: int, count: int, line_no: int) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    pos = ls - 1  # the newline ending the previous line
+    while len(out) < count and pos > 0:
+        start = buf.rfind(b"\n", 0, pos) + 1
+        out.append((line_no - len(out) - 1, clean_line(buf[start:pos])))
+        pos = start - 1
+    out.reverse()
+    return out
+
+
+def _lines_after(buf: bytearray, le: int, filled: int, count: int, line_no: int) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    pos = le + 1
+    while len(out) < count and pos < filled:
+        end = buf.find(b"\n", pos, filled)
+        if end < 0:
+            end = filled
+        out.append((line_no + len(out) + 1, clean_line(buf[pos:end])))
+        pos = end + 1
+    return out
+
+
+def iter_text_sources(text: str, name: str) -> Iterator[Source]:
+    yield Source(name=name, data=text.encode("utf-8", errors="replace"))

@@ -1,0 +1,429 @@
+"""Metric streams: parse per-step stats lines into series and spot training pathologies.
+
+Formats understood (the scanner hands over only lines containing a metric keyword):
+
+* AReaL ``StatsLogger``: ``Epoch 1/5 Step 3/233 Train step 3/1165 done.`` followed by a
+  grid table of ``│ key │ value │`` cells;
+* slime: ``step 3: {'train/loss': ..., 'train/grad_norm': ...}`` and
+  ``rollout 3: {'rollout/raw_reward': ...}`` dictionaries;
+* generic ``key: value`` / ``key=value`` pairs (verl ``step:3 - actor/pg_loss:0.12``).
+
+Which keys feed which series, and the detection thresholds, live in the catalog's
+``metrics`` section (``tools/data/signatures.yaml``). Memory is bounded: each series keeps
+at most :data:`MAX_POINTS` points.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_POINTS = 50_000
+MAX_SERIES = 64
+
+_AREAL_STEP = re.compile(r"Train step (\d+)/(\d+) done")
+_SLIME_STEP = re.compile(r"(?:^|[\s\]:-])(step|rollout|perf|eval) (\d+): \{")
+_VERL_STEP = re.compile(r"(?:^|\s)step:(\d+)\b")
+_NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|inf|Inf|-inf|-Inf)"
+_DICT_PAIR = re.compile(r"'([\w/.@-]+)':\s*(?:np\.float\d+\(|tensor\()?(" + _NUM + r")")
+_KV_PAIR = re.compile(r"(?<![\w/.@-])([A-Za-z_][\w/.@-]*)\s*[:=]\s*(" + _NUM + r")(?![\w.])")
+
+
+@dataclass
+class Point:
+    step: int
+    value: float
+    line: int
+
+
+@dataclass
+class Series:
+    """One metric key in one file."""
+
+    key: str
+    kind: str
+    file_index: int
+    points: list[Point] = field(default_factory=list)
+    dropped: int = 0
+
+    def add(self, point: Point) -> None:
+        if len(self.points) >= MAX_POINTS:
+            del self.points[: MAX_POINTS // 10]
+            self.dropped += MAX_POINTS // 10
+        self.points.append(point)
+
+
+@dataclass
+class MetricEvent:
+    """An anomaly found in a series, ready to become a Finding."""
+
+    rule: str
+    kind: str
+    key: str
+    file_index: int
+    line: int
+    step: int
+    severity: str
+    category: str
+    card: str
+    summary: str
+    numbers: dict[str, Any]
+    values: list[tuple[int, float]]
+
+
+def _to_float(raw: str) -> float | None:
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+class MetricCollector:
+    """Feed it candidate lines (``feed``); read series and per-file progress after the scan."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self._kinds = [
+            (kind, [re.compile(p) for p in patterns]) for kind, patterns in (config.get("series") or {}).items()
+        ]
+        self._kind_cache: dict[str, str | None] = {}
+        self.series: dict[tuple[int, str], Series] = {}
+        self.current_step: dict[int, int] = {}
+        self.last_step: dict[int, tuple[int, int]] = {}  # file -> (step, line)
+        self.total_steps: dict[int, int] = {}
+        self.step_lines: dict[int, list[tuple[int, int]]] = {}  # file -> [(line, step)] (bounded)
+        self._counters: dict[tuple[int, str], int] = {}
+
+    def kind_of(self, key: str) -> str | None:
+        if key not in self._kind_cache:
+            self._kind_cache[key] = next(
+                (kind for kind, rxs in self._kinds if any(rx.search(key) for rx in rxs)), None
+            )
+        return self._kind_cache[key]
+
+    # -- parsing -------------------------------------------------------------------
+
+    def feed(self, file_index: int, line_no: int, text: str) -> None:
+        m = _AREAL_STEP.search(text)
+        if m:
+            self._set_step(file_index, int(m.group(1)), line_no)
+            self.total_steps[file_index] = int(m.group(2))
+            return
+        step: int | None = None
+        m2 = _SLIME_STEP.search(text)
+        if m2:
+            if m2.group(1) == "eval":
+                return  # evaluation numbers are not training curves
+            step = int(m2.group(2))
+        else:
+            m3 = _VERL_STEP.search(text)
+            if m3:
+                step = int(m3.group(1))
+        if step is not None:
+            self._set_step(file_index, step, line_no)
+        if "│" in text:
+            pairs = self._grid_pairs(text)
+        elif "': " in text:
+            pairs = [(k, v) for k, v in _DICT_PAIR.findall(text)]
+        else:
+            pairs = [(k, v) for k, v in _KV_PAIR.findall(text)]
+        for key, raw in pairs:
+            kind = self.kind_of(key)
+            if kind is None:
+                continue
+            value = _to_float(raw)
+            if value is None:
+                continue
+            self._add(file_index, key, kind, value, line_no, step)
+
+    @staticmethod
+    def _grid_pairs(text: str) -> list[tuple[str, str]]:
+        cells = [c.strip() for c in text.split("│")]
+        cells = [c for c in cells if c]
+        return [(cells[i], cells[i + 1]) for i in range(0, len(cells) - 1, 2)]
+
+    def _set_step(self, file_index: int, step: int, line_no: int) -> None:
+        self.current_step[file_index] = step
+        self._progress(file_index, step, line_no)
+        lines = self.step_lines.setdefault(file_index, [])
+        if not lines or lines[-1][1] != step:
+            if len(lines) >= MAX_POINTS:
+                del lines[: MAX_POINTS // 10]
+            lines.append((line_no, step))
+
+    def _add(self, file_index: int, key: str, kind: str, value: float, line_no: int, step: int | None) -> None:
+        skey = (file_index, key)
+        series = self.series.get(skey)
+        if series is None:
+            if len(self.series) >= MAX_SERIES:
+                return
+            series = self.series[skey] = Series(key=key, kind=kind, file_index=file_index)
+        if step is None:
+            step = self.current_step.get(file_index)
+        if step is None:
+            step = self._counters.get(skey, 0) + 1
+            self._counters[skey] = step
+        if series.points and series.points[-1].step == step and series.points[-1].line == line_no:
+            return
+        series.add(Point(step, value, line_no))
+        self._progress(file_index, step, line_no)
+
+    def _progress(self, file_index: int, step: int, line_no: int) -> None:
+        prev = self.last_step.get(file_index)
+        if prev is None or line_no >= prev[1]:
+            self.last_step[file_index] = (step, line_no)
+
+    # -- queries -------------------------------------------------------------------
+
+    def step_before(self, file_index: int, line_no: int) -> int | None:
+        """The last step logged in ``file_index`` before ``line_no``."""
+        best = None
+        for line, step in self.step_lines.get(file_index, []):
+            if line > line_no:
+                break
+            best = step
+        if best is None:
+            for s in self.series.values():
+                if s.file_index == file_index:
+                    for p in s.points:
+                        if p.line > line_no:
+                            break
+                        best = p.step if best is None else max(best, p.step)
+        return best
+
+    def steps_after(self, file_index: int, line_no: int) -> int | None:
+        """The last step logged after ``line_no`` in that file (training went on), if any."""
+        last = self.last_step.get(file_index)
+        if last and last[1] > line_no:
+            return last[0]
+        return None
+
+    def primary(self, kind: str) -> list[Series]:
+        """Per file, the series of ``kind`` whose key matches the highest-priority pattern."""
+        patterns = next((rxs for k, rxs in self._kinds if k == kind), [])
+        best: dict[int, tuple[int, Series]] = {}
+        for s in self.series.values():
+            if s.kind != kind or not s.points:
+                continue
+            prio = next((i for i, rx in enumerate(patterns) if rx.search(s.key)), len(patterns))
+            cur = best.get(s.file_index)
+            if cur is None or prio < cur[0] or (prio == cur[0] and len(s.points) > len(cur[1].points)):
+                best[s.file_index] = (prio, s)
+        return [s for _p, s in sorted(best.values(), key=lambda t: t[1].file_index)]
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for s in self.series.values():
+            if s.points:
+                out.setdefault(s.kind, {})[s.key] = {
+                    "points": len(s.points) + s.dropped,
+                    "last_step": s.points[-1].step,
+                    "last": s.points[-1].value if math.isfinite(s.points[-1].value) else str(s.points[-1].value),
+                }
+        return out
+
+    # -- detection -----------------------------------------------------------------
+
+    def detect(self) -> list[MetricEvent]:
+        rules = self.config.get("rules") or {}
+        events: list[MetricEvent] = []
+        for s in self.primary("reward"):
+            streak = self._zero_streak(s, rules.get("zero_reward"))
+            if streak:
+                events.append(streak)
+            else:
+                collapse = self._collapse(s, rules.get("reward_collapse"))
+                if collapse:
+                    events.append(collapse)
+        if rules.get("nonfinite"):
+            for kind in ("grad_norm", "loss", "reward", "entropy"):
+                for s in self.primary(kind):
+                    ev = self._nonfinite(s, rules["nonfinite"])
+                    if ev:
+                        events.append(ev)
+        if rules.get("spike"):
+            for kind in ("grad_norm", "loss"):
+                for s in self.primary(kind):
+                    ev = self._spike(s, rules["spike"])
+                    if ev:
+                        events.append(ev)
+        if rules.get("no_eos"):
+            for s in self.primary("no_eos"):
+                ev = self._no_eos(s, rules["no_eos"])
+                if ev:
+                    events.append(ev)
+        return events
+
+    @staticmethod
+    def _window(s: Series, index: int, before: int = 3, after: int = 3) -> list[tuple[int, float]]:
+        lo, hi = max(0, index - before), min(len(s.points), index + after + 1)
+        return [(p.step, p.value) for p in s.points[lo:hi]]
+
+    def _zero_streak(self, s: Series, rule: dict[str, Any] | None) -> MetricEvent | None:
+        if not rule:
+            return None
+        need = int(rule.get("min_steps", 10))
+        best_start, best_len, run_start, run_len = -1, 0, -1, 0
+        for i, p in enumerate(s.points):
+            if p.value == 0.0:
+                if run_len == 0:
+                    run_start = i
+                run_len += 1
+                if run_len > best_len:
+                    best_start, best_len = run_start, run_len
+            else:
+                run_len = 0
+        if best_len < need:
+            return None
+        first = s.points[best_start]
+        last = s.points[best_start + best_len - 1]
+        prior = [p.value for p in s.points[:best_start] if math.isfinite(p.value)]
+        ongoing = best_start + best_len == len(s.points)
+        if prior:
+            how = f"dropped to 0 at step {first.step} (it was {prior[-1]:.3g} just before)"
+        else:
+            how = f"was 0 from the first logged step ({first.step})"
+        summary = (
+            f"{s.key} {how} and stayed 0 for {best_len} consecutive steps"
+            f"{' until the log ends' if ongoing else f' (to step {last.step})'}: every rollout is failing "
+            f"(a dead or disconnected inference server, or a broken reward function / labels); "
+            f"a circuit breaker stops after {need}"
+        )
+        return MetricEvent(
+            rule="zero_reward",
+            kind="reward",
+            key=s.key,
+            file_index=s.file_index,
+            line=first.line,
+            step=first.step,
+            severity=rule.get("severity", "error"),
+            category=rule.get("category", "reward_collapse"),
+            card=rule.get("card", "zero-reward-circuit-breaker"),
+            summary=summary,
+            numbers={"first_zero_step": first.step, "zero_steps": best_len, "last_zero_step": last.step,
+                     "reward_before": prior[-1] if prior else None},
+            values=self._window(s, best_start),
+        )
+
+    def _collapse(self, s: Series, rule: dict[str, Any] | None) -> MetricEvent | None:
+        if not rule:
+            return None
+        window, drop_to = int(rule.get("window", 5)), float(rule.get("drop_to", 0.2))
+        min_peak, sustain = float(rule.get("min_peak", 0.05)), int(rule.get("sustain", 5))
+        vals = [p.value for p in s.points]
+        if len(vals) < window + sustain or any(not math.isfinite(v) for v in vals):
+            return None
+        avgs = [sum(vals[i - window + 1 : i + 1]) / window for i in range(window - 1, len(vals))]
+        peak = -math.inf
+        peak_i = 0
+        below = 0
+        for j, a in enumerate(avgs):
+            if a > peak:
+                peak, peak_i = a, j
+            if peak >= min_peak and a < peak * drop_to:
+                below += 1
+                if below >= sustain and j == len(avgs) - 1:
+                    start = j - below + 1 + window - 1
+                    p = s.points[start]
+                    return MetricEvent(
+                        rule="reward_collapse",
+                        kind="reward",
+                        key=s.key,
+                        file_index=s.file_index,
+                        line=p.line,
+                        step=p.step,
+                        severity=rule.get("severity", "error"),
+                        category=rule.get("category", "reward_collapse"),
+                        card=rule.get("card", "reward-collapse"),
+                        summary=(
+                            f"{s.key} collapsed: its {window}-step average fell from {peak:.3g} "
+                            f"(step {s.points[peak_i + window - 1].step}) to {a:.3g} and stayed low for {below} steps"
+                        ),
+                        numbers={"peak_avg": round(peak, 4), "current_avg": round(a, 4), "collapse_step": p.step},
+                        values=self._window(s, start),
+                    )
+            else:
+                below = 0
+        return None
+
+    @staticmethod
+    def _nonfinite(s: Series, rule: dict[str, Any]) -> MetricEvent | None:
+        for i, p in enumerate(s.points):
+            if not math.isfinite(p.value):
+                count = sum(1 for q in s.points if not math.isfinite(q.value))
+                return MetricEvent(
+                    rule="nonfinite",
+                    kind=s.kind,
+                    key=s.key,
+                    file_index=s.file_index,
+                    line=p.line,
+                    step=p.step,
+                    severity=rule.get("severity", "error"),
+                    category=rule.get("category", "nan_loss"),
+                    card=(rule.get("cards") or {}).get(s.kind, "nan-loss-explosion"),
+                    summary=f"{s.key} became {p.value} at step {p.step} ({count} non-finite value(s) in total)",
+                    numbers={"step": p.step, "nonfinite_count": count},
+                    values=MetricCollector._window(s, i),
+                )
+        return None
+
+    @staticmethod
+    def _spike(s: Series, rule: dict[str, Any]) -> MetricEvent | None:
+        window, factor, min_points = int(rule.get("window", 20)), float(rule.get("factor", 10)), int(rule.get("min_points", 5))
+        history: list[float] = []
+        for i, p in enumerate(s.points):
+            if not math.isfinite(p.value):
+                return None  # the non-finite rule reports this series
+            if len(history) >= min_points:
+                base = statistics.median(abs(v) for v in history[-window:])
+                if base > 0 and abs(p.value) > factor * base:
+                    return MetricEvent(
+                        rule="spike",
+                        kind=s.kind,
+                        key=s.key,
+                        file_index=s.file_index,
+                        line=p.line,
+                        step=p.step,
+                        severity=rule.get("severity", "warning"),
+                        category=rule.get("category", "nan_loss"),
+                        card=(rule.get("cards") or {}).get(s.kind, "high-gradient-norm"),
+                        summary=(
+                            f"{s.key} spiked to {p.value:.4g} at step {p.step}, "
+                            f"{abs(p.value) / base:.0f}x the recent median ({base:.3g})"
+                        ),
+                        numbers={"step": p.step, "value": p.value, "median_before": round(base, 6)},
+                        values=MetricCollector._window(s, i),
+                    )
+            history.append(p.value)
+        return None
+
+    @staticmethod
+    def _no_eos(s: Series, rule: dict[str, Any]) -> MetricEvent | None:
+        threshold, need = float(rule.get("threshold", 0.9)), int(rule.get("min_steps", 3))
+        run = 0
+        for i, p in enumerate(s.points):
+            run = run + 1 if p.value >= threshold else 0
+            if run >= need:
+                start = i - run + 1
+                q = s.points[start]
+                return MetricEvent(
+                    rule="no_eos",
+                    kind="no_eos",
+                    key=s.key,
+                    file_index=s.file_index,
+                    line=q.line,
+                    step=q.step,
+                    severity=rule.get("severity", "warning"),
+                    category=rule.get("category", "sglang_crash"),
+                    card=rule.get("card", "generation-never-stops"),
+                    summary=(
+                        f"{s.key} is >= {threshold:g} from step {q.step}: generations hit the length limit "
+                        f"instead of stopping (stop tokens not set for this model?)"
+                    ),
+                    numbers={"step": q.step, "value": q.value},
+                    values=MetricCollector._window(s, start),
+                )
+        return None

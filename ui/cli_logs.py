@@ -1,0 +1,150 @@
+"""``rlmedic diagnose`` and ``rlmedic excerpt``: log diagnosis from the terminal.
+
+Rendering only: the work happens in :mod:`rlmedic.tools.diagnose`. The human report puts
+the root cause first (with its line), then the cascades grouped under it, then the fix;
+``--json`` prints the :meth:`Diagnosis.to_dict` contract.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+import typer
+
+if TYPE_CHECKING:
+    from rlmedic.tools.diagnose import Diagnosis
+    from rlmedic.types import Finding
+
+_SEV_STYLE = {
+    "critical": {"fg": "white", "bg": "red", "bold": True},
+    "error": {"fg": "red", "bold": True},
+    "warning": {"fg": "yellow"},
+    "info": {"fg": "cyan"},
+}
+MAX_FIXES = 4
+MAX_OTHERS = 8
+
+
+class FailOn(str, Enum):
+    error = "error"
+    critical = "critical"
+
+
+def _sev(severity: str) -> str:
+    return click.style(f"[{severity}]", **_SEV_STYLE.get(severity, {}))  # type: ignore[arg-type]
+
+
+def _where(f: Finding) -> str:
+    return f"{f.file}:{f.line}" if f.line else f.file
+
+
+def _excerpt(f: Finding, indent: str = "    ") -> list[str]:
+    text = str(f.evidence.get("excerpt") or "")
+    out = []
+    for row in text.splitlines():
+        if row.startswith(">"):
+            out.append(indent + click.style(row, bold=True))
+        else:
+            out.append(indent + click.style(row, dim=True))
+    return out
+
+
+def _numbers(f: Finding) -> str:
+    nums = f.evidence.get("numbers") or {}
+    keep = {k: v for k, v in nums.items() if k not in ("pid", "process_pid", "tp_rank")}
+    return "  ".join(f"{k}={v}" for k, v in keep.items())
+
+
+def render(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
+    """The short coloured report: root cause, cascades, fix, then other findings."""
+    stats = diagnosis.stats
+    lines: list[str] = []
+    mb = (stats.get("bytes") or 0) / 1e6
+    head = f"rlmedic diagnose: {stats.get('files', 0)} file(s), {mb:.1f} MB, {stats.get('lines', 0)} lines in {stats.get('seconds', 0)} s"
+    if stats.get("last_step") is not None:
+        head += f"; last training step {stats['last_step']}"
+    lines.append(click.style(head, dim=True))
+    if stats.get("truncated"):
+        lines.append(click.style("  scan stopped at the byte cap (RLMEDIC_MAX_SCAN_BYTES); later lines were not read", fg="yellow"))
+    for s in stats.get("skipped") or []:
+        if verbose or s.get("reason") != "not a log file name":
+            lines.append(click.style(f"  skipped {s['file']}: {s['reason']}", dim=True))
+    root = diagnosis.root_finding
+    if root is None:
+        serious = [f for f in diagnosis.findings if f.severity in ("critical", "error")]
+        if not serious:
+            lines.append(click.style("No error found.", fg="green", bold=True) + " Nothing in the log points at a failure.")
+    else:
+        lines.append("")
+        lines.append(click.style("ROOT CAUSE ", bold=True) + _sev(root.severity) + " " + click.style(root.summary, bold=True))
+        lines.append(f"  at {click.style(_where(root), underline=True)}" + (f"  ({root.id}, {root.category})"))
+        lines += _excerpt(root)
+        nums = _numbers(root)
+        if nums:
+            lines.append(click.style(f"    numbers: {nums}", dim=True))
+        cascades = [f for f in diagnosis.findings if f.root == diagnosis.root and f is not root]
+        if cascades:
+            lines.append("")
+            lines.append(click.style("  Caused by the root (cascades, not separate problems):", bold=True))
+            for f in cascades:
+                lines.append(f"    - {_sev(f.severity)} {f.summary.split('. ')[0]}  {click.style(_where(f), dim=True)}")
+        if root.fixes:
+            lines.append("")
+            card = f" (card {root.card})" if root.card else ""
+            lines.append(click.style(f"  Fix, most effective first{card}:", bold=True, fg="green"))
+            shown = root.fixes if verbose else root.fixes[:MAX_FIXES]
+            for i, fix in enumerate(shown, 1):
+                lines.append(f"    {i}. {fix}")
+            if len(root.fixes) > len(shown):
+                lines.append(click.style(f"    ... {len(root.fixes) - len(shown)} more with --verbose or --json", dim=True))
+        if root.citations:
+            lines.append(click.style("  Sources: " + "; ".join(str(c) for c in root.citations), dim=True))
+    others = [f for f in diagnosis.findings if f is not root and f.root is None]
+    if others:
+        lines.append("")
+        lines.append(click.style("Other findings:", bold=True))
+        shown_others = others if verbose else others[:MAX_OTHERS]
+        for f in shown_others:
+            lines.append(f"  {_sev(f.severity)} {f.summary}")
+            lines.append(click.style(f"      at {_where(f)}" + (f"; fix: {f.fixes[0]}" if f.fixes else ""), dim=True))
+        if len(others) > len(shown_others):
+            lines.append(click.style(f"  ... {len(others) - len(shown_others)} more with --verbose", dim=True))
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("diagnose")
+    def diagnose_cmd(
+        paths: list[Path] = typer.Argument(..., help="Log files or directories of per-rank logs (gzip is fine)."),
+        as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
+        fail_on: FailOn = typer.Option(None, "--fail-on", help="Exit 1 when a finding of this severity (or worse) exists."),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every fix and finding."),
+    ) -> None:
+        """Find the root cause in AReaL / slime training logs, with its line and the fix."""
+        from rlmedic.tools.diagnose import diagnose
+        from rlmedic.types import severity_rank
+
+        diagnosis = diagnose([str(p) for p in paths])
+        if as_json:
+            from rlmedic.ui.cli import print_json
+
+            print_json(diagnosis.to_dict())
+        else:
+            click.echo(render(diagnosis, verbose=verbose))
+        if fail_on is not None:
+            worst = diagnosis.worst_severity()
+            if worst is not None and severity_rank(worst) <= severity_rank(fail_on.value):
+                raise typer.Exit(1)
+
+    @app.command("excerpt")
+    def excerpt_cmd(
+        paths: list[Path] = typer.Argument(..., help="Log files or directories."),
+        max_lines: int = typer.Option(120, "--max-lines", min=10, help="Line budget of the excerpt."),
+    ) -> None:
+        """Print the most relevant lines of a log (around the root error, repeats collapsed), redacted."""
+        from rlmedic.tools.excerpt import build_excerpt
+
+        click.echo(build_excerpt([str(p) for p in paths], max_lines=max_lines))
