@@ -21,6 +21,8 @@ DOC_SUFFIXES = (".md", ".markdown", ".mdx", ".rst", ".txt", ".text")
 MAX_DOC_BYTES = 5 * 1024 * 1024
 #: Sections longer than this are split again (characters).
 MAX_CHUNK_CHARS = 1600
+#: Sections shorter than this (characters, heading included) join their first subsection.
+MIN_SECTION_CHARS = 240
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,11 @@ class Chunk:
     line_end: int
     kind: str = "doc"  # "doc" or "card"
 
+    @property
+    def heading(self) -> str:
+        """The deepest heading, normalised (for matching card references to sections)."""
+        return normalize_heading(self.section.split(" > ")[-1])
+
     def metadata(self) -> dict[str, str | int]:
         return {
             "source": self.source,
@@ -42,7 +49,13 @@ class Chunk:
             "line_start": self.line_start,
             "line_end": self.line_end,
             "kind": self.kind,
+            "heading": self.heading,
         }
+
+
+def normalize_heading(text: str) -> str:
+    """'Issue: SGLang Engine Crash' and 'Issue - SGLang engine crash' -> 'issue sglang engine crash'."""
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
 def content_hash(data: bytes) -> str:
@@ -117,6 +130,7 @@ def chunk_document(text: str, source: str, path: str = "", kind: str = "doc") ->
     sections = MarkdownNodeParser().get_nodes_from_documents([doc])
     splitter = SentenceSplitter(chunk_size=360, chunk_overlap=40)
     chunks: list[Chunk] = []
+    parsed: list[tuple[str, int, str]] = []
     for node in sections:
         body = node.get_content()
         if not body.strip() or (body.strip().startswith("#") and "\n" not in body.strip()):
@@ -126,7 +140,18 @@ def chunk_document(text: str, source: str, path: str = "", kind: str = "doc") ->
         first = body.lstrip().split("\n", 1)[0]
         if first.startswith("#"):
             heading_path.append(first.lstrip("#").strip())
-        section = " > ".join(heading_path)
+        parsed.append((body, start, " > ".join(heading_path)))
+    # A tiny intro under a heading ("Try these in order:") means little on its own:
+    # it joins its first subsection, which then cites from the intro's first line.
+    merged: list[tuple[str, int, str]] = []
+    for body, start, section in parsed:
+        if merged:
+            prev_body, prev_start, prev_section = merged[-1]
+            if len(prev_body) < MIN_SECTION_CHARS and section.startswith(prev_section + " > "):
+                merged[-1] = (text[prev_start:start] + body, prev_start, section)
+                continue
+        merged.append((body, start, section))
+    for body, start, section in merged:
         pieces = [(body, start)]
         if len(body) > MAX_CHUNK_CHARS:
             pieces = []
@@ -141,8 +166,9 @@ def chunk_document(text: str, source: str, path: str = "", kind: str = "doc") ->
                 continue
             line_start = _line_of(text, line_starts, max(piece_start, 0))
             line_end = _line_of(text, line_starts, max(piece_start, 0) + max(len(piece) - 1, 0))
-            # the heading path travels with split pieces so each is findable on its own
-            body_text = piece if piece.lstrip().startswith("#") or not section else f"{section}\n\n{piece}"
+            # the heading path travels with every chunk: its words are often the best
+            # evidence of what a section is about (for BM25 and the embedding alike)
+            body_text = f"{section}\n\n{piece}" if section else piece
             chunk_id = content_hash(f"{source}\0{line_start}\0{piece}".encode())[:24]
             chunks.append(Chunk(chunk_id, body_text, source, path, section, line_start, line_end, kind))
     return chunks

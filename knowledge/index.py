@@ -23,7 +23,9 @@ class KnowledgeBase:
     def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport:
         return index_paths(paths, self.store, embedder=self.embedder, progress=progress)
 
-    def search(self, query: str, k: int = 5, *, mode: Mode = "hybrid", kind: str | None = None) -> list[SearchResult]:
+    def search(self, query: str, k: int = 5, *, mode: Mode | None = None, kind: str | None = None) -> list[SearchResult]:
+        """Default mode: card-guided hybrid when cards are indexed, plain hybrid otherwise."""
         if self.with_cards:
             ensure_cards(self.store, embedder=self.embedder)
+        mode = mode or ("guided" if self.with_cards else "hybrid")
         return search(self.store, query, k, mode=mode, kind=kind, embedder=self.embedder)

@@ -9,6 +9,7 @@ that names it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,7 +20,10 @@ from rlmedic.types import Citation
 
 RRF_K = 60
 CANDIDATES = 40
-Mode = Literal["hybrid", "dense", "bm25"]
+Mode = Literal["guided", "hybrid", "dense", "bm25"]
+#: How many cards guide a document search, and the weight of each.
+GUIDE_CARDS = 1
+GUIDE_WEIGHTS = (1.0,)
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,51 @@ def _normalized_text(text: str) -> str:
     return text.lower().replace("-", "_")
 
 
+def cited_headings(card) -> list[str]:
+    """Normalised headings a card's references name: ``"A / B; C"`` -> a, b, c."""
+    from rlmedic.knowledge.chunking import normalize_heading
+
+    out: list[str] = []
+    for ref in card.references:
+        for part in re.split(r"\s*(?:;|/|>|›)\s*", ref.section or ""):
+            heading = normalize_heading(part)
+            if heading and heading not in out and not heading.startswith("faq "):
+                out.append(heading)
+    return out
+
+
+def _guide_by_cards(store: Store, query: str, vector: list[float] | None, fused: dict[str, float], n: int) -> None:
+    """Card-guided expansion for document search.
+
+    Playbook cards are curated: their symptoms and error strings bridge a user's words
+    and the docs' wording, and their references name the doc sections they rest on. The
+    best-matching cards for the query add two signals to the document ranking: a dense
+    ranking by the card's own embedding, and a boost for the sections the card cites.
+    """
+    from rlmedic.knowledge.cards import card_by_id
+
+    card_rank: dict[str, float] = {}
+    if vector is not None:
+        for rank, (cid, _sim) in enumerate(store.dense_query(vector, 10, kind="card")):
+            card_rank[cid] = card_rank.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    for rank, (cid, _score) in enumerate(
+        (cid, s) for cid, s in store.sparse_query(tokenize(query), 200) if cid.startswith("card-")
+    ):
+        if rank >= 10:
+            break
+        card_rank[cid] = card_rank.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    top = sorted(card_rank, key=card_rank.__getitem__, reverse=True)[:GUIDE_CARDS]
+    card_vectors = store.vectors(top)
+    for weight, cid in zip(GUIDE_WEIGHTS, top):
+        if cid in card_vectors:
+            for rank, (doc_id, _sim) in enumerate(store.dense_query(card_vectors[cid], n, kind="doc")):
+                fused[doc_id] = fused.get(doc_id, 0.0) + weight / (RRF_K + rank + 1)
+        card = card_by_id(cid.removeprefix("card-"))
+        for heading in cited_headings(card) if card else ():
+            for doc_id in store.ids_with_heading(heading):
+                fused[doc_id] = fused.get(doc_id, 0.0) + weight / (RRF_K + 1)
+
+
 def search(
     store: Store,
     query: str,
@@ -69,30 +118,37 @@ def search(
     kind: str | None = None,
     embedder=None,
 ) -> list[SearchResult]:
-    """Top ``k`` chunks for ``query``. ``kind`` restricts to ``doc`` or ``card``."""
+    """Top ``k`` chunks for ``query``. ``kind`` restricts to ``doc`` or ``card``.
+
+    ``mode`` ``guided`` is ``hybrid`` plus card-guided expansion for document results
+    (see :func:`_guide_by_cards`); it needs the built-in cards in the index.
+    """
     if not query.strip():
         raise UserError("the query is empty")
     if store.count() == 0:
         raise UserError(f"the index at {store.directory} is empty: add documents with `rlmedic index PATH`")
     fused: dict[str, float] = {}
     n = max(CANDIDATES, k * 4)
-    if mode in ("hybrid", "dense"):
+    vector = None
+    if mode in ("hybrid", "dense", "guided"):
         from rlmedic.knowledge.embeddings import default_embedder
 
         vector = (embedder or default_embedder()).embed_query(query)
         for rank, (cid, _sim) in enumerate(store.dense_query(vector, n, kind=kind)):
             fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
     sparse_hits: list[tuple[str, float]] = []
-    if mode in ("hybrid", "bm25"):
+    if mode in ("hybrid", "bm25", "guided"):
         sparse_hits = store.sparse_query(tokenize(query), n * (3 if kind else 1))
         for rank, (cid, _score) in enumerate(sparse_hits):
             fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    if mode == "guided" and kind == "doc":
+        _guide_by_cards(store, query, vector, fused, n)
     if not fused:
         return []
     records = store.get(list(fused))
     if kind:
         fused = {cid: s for cid, s in fused.items() if cid in records and records[cid][1].get("kind") == kind}
-    if mode == "hybrid":
+    if mode in ("hybrid", "guided"):
         wanted = identifiers(query)
         if wanted:
             for cid in fused:

@@ -119,6 +119,19 @@ class Store:
         res = self.collection.get(ids=ids, include=["documents", "metadatas"])
         return {i: (doc, meta) for i, doc, meta in zip(res["ids"], res["documents"], res["metadatas"])}
 
+    def vectors(self, ids: list[str]) -> dict[str, list[float]]:
+        if not ids:
+            return {}
+        res = self.collection.get(ids=ids, include=["embeddings"])
+        return {i: list(v) for i, v in zip(res["ids"], res["embeddings"])}
+
+    def ids_with_heading(self, heading: str, kind: str = "doc") -> list[str]:
+        """Chunks whose deepest heading (normalised) is ``heading``."""
+        if not heading:
+            return []
+        res = self.collection.get(where={"$and": [{"heading": heading}, {"kind": kind}]}, include=[])
+        return list(res["ids"])
+
     # -- sparse side ------------------------------------------------------------------
     def rebuild_bm25(self) -> None:
         """Re-tokenise every chunk; cheap next to embedding (a few thousand chunks)."""
