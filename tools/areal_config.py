@@ -290,12 +290,17 @@ class ArealConfig:
         # Deepest existing mapping on the path; create the rest beneath it.
         depth = 0
         node = self.data
-        while depth < len(parts) - 1 and hasattr(node, "items") and parts[depth] in node and hasattr(node[parts[depth]], "items"):
-            node = node[parts[depth]]
+        while depth < len(parts) - 1:
+            child = _child(node, parts[depth])
+            if child is _MISSING:
+                break
+            if not hasattr(child, "items") and not (isinstance(child, list) and depth + 1 < len(parts) - 1):
+                blocker = ".".join(parts[: depth + 1])
+                raise UserError(f"{self.path}: cannot create {'.'.join(parts)}: {blocker} is not a mapping")
+            node = child
             depth += 1
-        if depth < len(parts) - 1 and hasattr(node, "items") and parts[depth] in node:
-            blocker = ".".join(parts[: depth + 1])
-            raise UserError(f"{self.path}: cannot create {'.'.join(parts)}: {blocker} is not a mapping")
+        if isinstance(node, list):
+            raise UserError(f"{self.path}: cannot add items to the list {'.'.join(parts[:depth])}; edit it by hand")
         if getattr(node, "fa", None) is not None and node.fa.flow_style() and len(node):
             raise UserError(f"{self.path}: {'.'.join(parts[:depth]) or 'top level'} is a flow mapping; edit it by hand")
         if depth == 0:
@@ -336,6 +341,14 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
+
+
+def _child(node: Any, part: str) -> Any:
+    if isinstance(node, list):
+        return node[int(part)] if part.isdigit() and int(part) < len(node) else _MISSING
+    if hasattr(node, "items") and part in node:
+        return node[part]
+    return _MISSING
 
 
 def _split(key: str) -> list[str]:
@@ -545,9 +558,15 @@ def check_schema(config: ArealConfig, schema: dict[str, Any] | None = None) -> l
     return problems
 
 
+def _section_span(section: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Lines of a section in the reference: its heading to the last row of its table."""
+    last = max((f.get("line") or 0 for f in section["fields"].values()), default=0)
+    return section.get("line"), last or section.get("line")
+
+
 def _section_citation(schema: dict[str, Any], anchors: tuple[str, ...]) -> Any:
     section = schema["sections"][anchors[0]]
-    return doc_citation(REFERENCE_DOC, section["title"], (section.get("line"), None))
+    return doc_citation(REFERENCE_DOC, section["title"], _section_span(section))
 
 
 def _check_mapping(
@@ -610,7 +629,7 @@ def _field_citation(schema: dict[str, Any], scope: Scope, key: str) -> Any:
     for anchor in scope.sections:
         section = schema["sections"][anchor]
         if key in section["fields"]:
-            return doc_citation(REFERENCE_DOC, section["title"], (section["fields"][key].get("line"), None))
+            return doc_citation(REFERENCE_DOC, f"{section['title']}: {key}", _section_span(section))
     return _section_citation(schema, scope.sections)
 
 

@@ -608,8 +608,9 @@ def _areal_backend_fits(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[
             new = spec.with_dims(d=new_d)
             fix.append(rule.change(key, spec.raw, new.raw, f"{spec.raw} needs {spec.world} GPUs; the cluster has {cluster}: "
                                    f"keep t/p/c and use {new_d} data-parallel replica(s)"))
+        shown = spec.raw if key != "allocation_mode" else f"{cfg.get('allocation_mode')} ({spec.backend} part)"
         problems.append(rule.problem(
-            ctx, key, f"{key} = {spec.raw!r} needs {spec.world} GPUs but the cluster has {cluster} "
+            ctx, key, f"{key} = {shown!r} needs {spec.world} GPUs but the cluster has {cluster} "
             f"({layout.n_nodes} node(s) x {per_node})", line=cfg.line(key), changes=fix,
         ))
     return problems
@@ -644,16 +645,17 @@ def _areal_ulysses(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Probl
                 changes=[rule.change(legacy_key, sp, best, f"largest size dividing both ({', '.join(map(str, valid))} are valid)")],
             ))
     if train is not None and train.c > 1 and heads and heads % train.c and layout.train_key != "allocation_mode":
-        valid = [v for v in range(1, train.c + 1) if heads % v == 0 and (train.c * train.d) % v == 0]
+        world = train.world // (train.t * train.p)  # the d x c mesh Ulysses splits
+        valid = [v for v in range(1, world + 1) if heads % v == 0 and world % v == 0]
         best = max(valid)
-        new = train.with_dims(c=best, d=train.d * train.c // best)
+        new = train.with_dims(c=best, d=world // best)
         problems.append(rule.problem(
             ctx, layout.train_key,
             f"{layout.train_key} = {train.raw!r}: Ulysses context-parallel size {train.c} does not divide "
-            f"{model.name}'s {heads} attention heads (valid: {', '.join(map(str, [v for v in range(1, 65) if heads % v == 0 and v <= max(train.c, 8)]))})",
+            f"{model.name}'s {heads} attention heads (valid with {world} GPUs: {', '.join(map(str, valid))})",
             line=cfg.line(layout.train_key),
             changes=[rule.change(layout.train_key, train.raw, new.raw,
-                                 f"context-parallel {best} divides {heads} heads; data parallel grows to keep {train.world} GPUs")],
+                                 f"context parallel {best} divides {heads} heads; data parallel {world // best} keeps {train.world} GPUs")],
         ))
     return problems
 
@@ -773,7 +775,8 @@ def _areal_attention_backend(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> 
         if advice is None or advice.sm in seen or advice.allows(str(backend)):
             continue
         seen.add(advice.sm)
-        severity = rule.severity if (advice.sm or 0) >= 100 else "warning"
+        # SM100+ cannot run fa3 at all (error); elsewhere flashinfer is a recommendation (info).
+        severity = rule.severity if (advice.sm or 0) >= 100 else "info"
         problems.append(rule.problem(
             ctx, key, f"{key} = {backend!r}" + (" (the default)" if not cfg.has(key) else "") + f": {advice.reason}",
             line=cfg.line(key), severity=severity,

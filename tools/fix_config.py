@@ -39,6 +39,7 @@ from rlmedic.tools.config_rules import (
 from rlmedic.types import Finding, severity_rank
 
 FIX_SEVERITIES = ("critical", "error", "warning")
+MAX_ROUNDS = 3
 
 
 @dataclass
@@ -519,16 +520,29 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
         chosen.append(change)
     work = config.copy() if framework == "areal" else _copy_launch(config)
     applied: list[Change] = []
-    for change in chosen:
-        try:
-            apply_changes(framework, work, [change])
-        except UserError as exc:
-            actions.append(Change(change.key, change.old, change.new, f"apply by hand: {exc}", change.citation, change.rule, "action",
-                                  change.citations))
-            continue
-        applied.append(change)
+    # Fixes can expose new problems (fewer GPUs -> SGLang and trainer now share one): re-lint and
+    # fix again, a few rounds at most, never touching a key twice.
+    for _round in range(MAX_ROUNDS):
+        for change in chosen:
+            try:
+                apply_changes(framework, work, [change])
+            except UserError as exc:
+                actions.append(Change(change.key, change.old, change.new, f"apply by hand: {exc}", change.citation,
+                                      change.rule, "action", change.citations))
+                continue
+            applied.append(change)
+        remaining = lint_parsed(framework, work, ctx)
+        chosen = []
+        for problem in remaining:
+            if problem.severity not in FIX_SEVERITIES:
+                continue
+            for change in problem.changes:
+                if change.key not in seen:
+                    seen.add(change.key)
+                    chosen.append(change)
+        if not chosen:
+            break
     alternatives = [a for a in alternatives if a.key not in seen]
-    remaining = lint_parsed(framework, work, ctx)
     return FixResult(
         path=config.path, framework=framework, problems=problems, changes=applied, alternatives=alternatives,
         actions=actions, remaining=remaining, text=work.dump(), diff=work.diff(), phases=ctx.phases,

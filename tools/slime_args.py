@@ -173,6 +173,7 @@ class SlimeLaunch:
     flags: list[FlagOccurrence] = field(default_factory=list)
     arrays: dict[str, list[Token]] = field(default_factory=dict)
     variables: dict[str, str] = field(default_factory=dict)
+    assignments: dict[str, Token] = field(default_factory=dict)  # NAME=value tokens, for editing through a variable
     cluster_gpus: int | None = None  # from `ray start --head ... --num-gpus N` on a one-node script
     problems: list[Problem] = field(default_factory=list)
 
@@ -184,7 +185,7 @@ class SlimeLaunch:
     # ---- parsing
 
     def _parse(self) -> None:
-        self.flags, self.arrays, self.variables, self.problems = [], {}, {}, []
+        self.flags, self.arrays, self.variables, self.problems, self.assignments = [], {}, {}, [], {}
         self.entry, self.cluster_gpus = None, None
         statements = tokenize(self.text)
         command: list[tuple[Token, str]] | None = None
@@ -200,6 +201,7 @@ class SlimeLaunch:
                 continue
             if match and len(stmt) == 1:
                 self.variables[match.group(1)] = _unquote(match.group(3))
+                self.assignments[match.group(1)] = head
                 continue
             words = [t.value for t in stmt]
             if "ray" in words[:2] and "start" in words[:3]:
@@ -310,6 +312,12 @@ class SlimeLaunch:
             row = lines[tok.line]
             eq = row.index("=", tok.col)
             lines[tok.line] = row[: eq + 1] + new + row[tok.end_col :]
+        elif len(last.value_tokens) == 1 and self._variable_of(last.value_tokens[0]):
+            # --save ${SAVE_DIR}: change the assignment, so every use of the variable follows
+            tok = self.assignments[self._variable_of(last.value_tokens[0])]
+            row = lines[tok.line]
+            eq = row.index("=", tok.col)
+            lines[tok.line] = row[: eq + 1] + new + row[tok.end_col :]
         elif len(last.value_tokens) == 1 and last.value_tokens[0].line == last.value_tokens[0].end_line:
             tok = last.value_tokens[0]
             row = lines[tok.line]
@@ -321,6 +329,14 @@ class SlimeLaunch:
         else:
             raise UserError(f"{self.path}: {flag} has several values; edit it by hand")
         self._commit("".join(lines), flag, value)
+
+    def _variable_of(self, tok: Token) -> str | None:
+        match = re.fullmatch(r'"?\$\{?(\w+)\}?"?', tok.text)
+        if match and match.group(1) in self.assignments:
+            head = self.assignments[match.group(1)]
+            if head.line == head.end_line:
+                return match.group(1)
+        return None
 
     def add_flag(self, flag: str, value: Any = None, near: str | None = None) -> None:
         """Insert ``flag [value]`` next to ``near`` (or after the last flag), on its own line when the script has one flag per line."""

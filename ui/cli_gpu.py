@@ -1,0 +1,88 @@
+"""``rlmedic gpu``: what the GPUs hold right now (NVML), or a saved snapshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gpu")(gpu)
+
+
+def gpu(
+    json_out: bool = typer.Option(False, "--json", help="Print the snapshot and advice as JSON."),
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="Read a snapshot saved with --save instead of the live GPUs."),
+    save: Optional[Path] = typer.Option(None, "--save", help="Also write the snapshot as JSON to this new file (paste it from the cluster)."),
+) -> None:
+    """GPU state: memory, utilisation, temperature, ECC, clocks, and the processes holding memory (leftovers flagged)."""
+    from rlmedic.tools.gpu import gpu_snapshot, load_snapshot, save_snapshot
+    from rlmedic.tools.gpu_advice import gpu_advice
+    from rlmedic.ui.cli import print_json
+
+    snap = load_snapshot(snapshot) if snapshot else gpu_snapshot()
+    saved = save_snapshot(snap, save) if save else None
+    advice = gpu_advice(snap)
+    if json_out:
+        data = snap.to_dict()
+        data["advice"] = [a.to_dict() for a in advice]
+        data["saved_to"] = str(saved) if saved else None
+        print_json(data)
+        return
+    typer.echo(render(snap, advice))
+    if saved:
+        typer.echo(f"\nsnapshot saved to {saved}")
+
+
+def _gib(value: int | None) -> str:
+    return "?" if value is None else f"{value / 1024**3:.1f}"
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def render(snap: Any, advice: list[Any]) -> str:
+    lines = []
+    where = f" ({snap.source})" if snap.source != "nvml" else ""
+    if not snap.has_gpus:
+        lines.append(f"No GPU visible{where}: {snap.message or snap.status}.")
+        lines.append("This is a normal answer: on a machine without GPUs, check configs with a snapshot saved on the "
+                     "cluster (`rlmedic gpu --save gpu.json` there, then `--snapshot gpu.json`).")
+        return "\n".join(lines)
+    lines.append(f"{snap.hostname or 'host'}{where}: driver {snap.driver_version or '?'}, CUDA {snap.cuda_version or '?'}, "
+                 f"{len(snap.gpus)} GPU(s)")
+    for g in snap.gpus:
+        cc = f"SM{g.sm}" if g.sm else "SM?"
+        power = f"{g.power_usage / 1000:.0f}/{g.power_limit / 1000:.0f} W" if g.power_usage is not None and g.power_limit else "? W"
+        ecc = "n/a" if g.ecc_mode is None else ("off" if not g.ecc_mode else str(g.ecc_uncorrected_volatile or 0))
+        reasons = ",".join(g.clocks_event_reason_names) or "none"
+        lines.append(
+            f"  [{g.index}] {g.name} {cc}  mem {_gib(g.memory_used)}/{_gib(g.memory_total)} GiB (free {_gib(g.memory_free)})  "
+            f"util {g.utilization_gpu if g.utilization_gpu is not None else '?'}%  {g.temperature if g.temperature is not None else '?'}°C  "
+            f"{power}  ECC uncorrected {ecc}  clocks: {reasons}"
+        )
+        lines.append(f"      uuid {g.uuid}")
+        for p in g.processes:
+            flag = f"  LEFTOVER: {p.leftover_reason}" if p.leftover else ""
+            cmd = (p.cmdline or p.name or "(not visible from this namespace)")[:90]
+            lines.append(f"      pid {p.pid:<8} {p.role:<8} {_gib(p.used_gpu_memory):>6} GiB  age {_age(p.age_s):>6}  {cmd}{flag}")
+    if advice:
+        lines.append("")
+        for a in advice:
+            lines.append(f"{a.severity}: {a.message}")
+            if a.action:
+                lines.append(f"    do: {a.action}")
+            if a.citation:
+                lines.append(f"    see: {a.citation}")
+    return "\n".join(lines)
