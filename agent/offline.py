@@ -126,5 +126,5 @@ def answer_offline(question: str, kb: KnowledgeBase, *, k_cards: int = 3, k_docs
     if root_card:
         top = cards[0][1] if cards else 1.0
         cards = [(root_card, top * 2)] + [(c, s) for c, s in cards if c.id != root_card.id]
-    docs = kb.search(question, k_docs, kind="doc")  # [] when only the cards are indexed
+    docs = kb.search(question, k_docs, kind="doc") if kb.has_documents() else []
     return compose(question, cards, docs, findings)

@@ -6,7 +6,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from rlmedic.knowledge.ingest import IndexReport, Progress, ensure_cards, index_paths
+from rlmedic.errors import UserError
+from rlmedic.knowledge.ingest import CARDS_KEY, IndexReport, Progress, ensure_cards, index_paths
 from rlmedic.knowledge.retrieve import Mode, SearchResult, search
 from rlmedic.knowledge.store import Store
 from rlmedic.settings import index_dir
@@ -23,9 +24,15 @@ class KnowledgeBase:
     def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport:
         return index_paths(paths, self.store, embedder=self.embedder, progress=progress)
 
+    def has_documents(self) -> bool:
+        """True when user docs (not just the built-in cards) are indexed."""
+        return any(key != CARDS_KEY for key in self.store.manifest.files)
+
     def search(self, query: str, k: int = 5, *, mode: Mode | None = None, kind: str | None = None) -> list[SearchResult]:
         """Default mode: card-guided hybrid when cards are indexed, plain hybrid otherwise."""
         if self.with_cards:
             ensure_cards(self.store, embedder=self.embedder)
+        if kind == "doc" and not self.has_documents():
+            raise UserError(f"no documents indexed in {self.store.directory} yet: add some with `rlmedic index PATH`")
         mode = mode or ("guided" if self.with_cards else "hybrid")
         return search(self.store, query, k, mode=mode, kind=kind, embedder=self.embedder)

@@ -1,0 +1,68 @@
+"""The knowledge front door: `ask --offline`, `search --json`, and a fast, lazy CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from rlmedic.ui.cli import app
+
+runner = CliRunner()
+
+
+def test_ask_offline_json_contract_and_content() -> None:
+    result = runner.invoke(app, ["ask", "sglang keeps running out of memory during rollout", "--offline", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["engine"] == "offline"
+    assert isinstance(data["answer"], str) and isinstance(data["citations"], list)
+    assert data["cards"][0] == "oom-sglang-generation"
+    assert data["citations"][0].startswith("card:oom-sglang-generation")
+    # fixes name exact keys, most effective first
+    assert "rollout.max_concurrent_rollouts" in data["answer"]
+    assert "mem_fraction_static" in data["answer"]
+    assert "[1]" in data["answer"]
+
+
+def test_ask_prefers_the_framework_named_in_the_question() -> None:
+    slime = json.loads(runner.invoke(app, ["ask", "slime OOM in backward pass with --micro-batch-size 4", "--offline", "--json"]).output)
+    assert "--" in slime["answer"].split("What to change")[1]
+    assert "[areal]" not in slime["answer"]
+
+
+def test_ask_human_output_lists_sources() -> None:
+    result = runner.invoke(app, ["ask", "NCCL watchdog timeout during weight sync", "--offline"])
+    assert result.exit_code == 0
+    assert "Sources:" in result.output and "[1] card:" in result.output
+
+
+def test_search_json_contract_over_cards() -> None:
+    result = runner.invoke(app, ["search", "Dumped recover info to file", "-k", "2", "--kind", "card", "--json"])
+    assert result.exit_code == 0, result.output
+    results = json.loads(result.output)["results"]
+    assert len(results) == 2
+    for item in results:
+        assert set(item) >= {"source", "section", "score", "text", "citation"}
+    assert results[0]["source"] == "card:recovery-checkpoint-missing"
+
+
+def test_search_rejects_bad_kind_and_docs_on_a_cards_only_index() -> None:
+    result = runner.invoke(app, ["search", "anything", "--kind", "nonsense"])
+    assert result.exit_code == 2 and "--kind" in result.output
+    result = runner.invoke(app, ["search", "anything", "--kind", "doc"])
+    assert result.exit_code == 2 and "rlmedic index" in result.output
+
+
+def test_help_and_version_do_not_import_heavy_libraries() -> None:
+    code = (
+        "import sys; from rlmedic.ui.cli import app; "
+        "heavy = [m for m in ('torch', 'chromadb', 'langchain', 'gradio', 'sentence_transformers', 'llama_index') "
+        "if any(k == m or k.startswith(m + '.') for k in sys.modules)]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    version = subprocess.run([sys.executable, "-m", "rlmedic", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("rlmedic ")
