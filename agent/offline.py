@@ -80,7 +80,7 @@ def compose(question: str, cards: list[tuple[Card, float]], docs: list[SearchRes
     lines: list[str] = []
     if findings:
         root = findings[0]
-        where = f" ({root.file}:{root.line})" if root.file and root.line else ""
+        where = f" [{cite(f'{root.file}:{root.line}')}]" if root.file and root.line else ""
         lines.append(f"From the log: {root.summary}{where}.")
     if not cards:
         lines.append("No playbook card matches this question closely.")

@@ -66,3 +66,18 @@ def test_help_and_version_do_not_import_heavy_libraries() -> None:
     assert out.stdout.strip() == "[]"
     version = subprocess.run([sys.executable, "-m", "rlmedic", "--version"], capture_output=True, text=True)
     assert version.returncode == 0 and version.stdout.startswith("rlmedic ")
+
+
+def test_ask_with_pasted_log_lets_the_root_finding_pick_the_card() -> None:
+    log = (
+        "(RolloutWorker pid=4242) INFO step 12 generating\n"
+        "(SGLangEngine pid=555) Traceback (most recent call last):\n"
+        '(SGLangEngine pid=555)   File "sglang/srt/managers/scheduler.py", line 10, in event_loop\n'
+        "(SGLangEngine pid=555) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. "
+        "GPU 0 has a total capacity of 79.11 GiB\n"
+    )
+    data = json.loads(runner.invoke(app, ["ask", log, "--offline", "--json"]).output)
+    assert data["cards"][0] == "oom-sglang-generation"
+    assert data["answer"].startswith("From the log:")
+    assert any(c.startswith("<question>:") for c in data["citations"])
+    assert data["findings"] and data["findings"][0]["category"] == "oom_generation"
