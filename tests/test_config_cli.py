@@ -1,0 +1,129 @@
+"""``rlmedic lint-config`` / ``fix-config`` through the CLI, and the schema data file's provenance."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from conftest import FIXTURES, REPO, SHARED
+from rlmedic.ui.cli import app
+
+AREAL = FIXTURES / "configs" / "areal"
+SLIME = FIXTURES / "configs" / "slime"
+GPU = FIXTURES / "gpu"
+runner = CliRunner()
+
+
+def run(*args: str):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_lint_config_json_shape_and_exit_code() -> None:
+    result = run("lint-config", AREAL / "mb_tokens.yaml", "--json")
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["valid"] is False and data["framework"] == "areal"
+    problem = next(p for p in data["problems"] if p["rule"] == "areal-mb-tokens-cover-sequence")
+    assert {"key", "message", "severity", "citation"} <= set(problem)
+    assert problem["key"] == "actor.mb_spec.max_tokens_per_mb" and problem["severity"] == "error"
+    assert problem["citation"].startswith("card:oom-actor-train")
+
+
+def test_lint_config_clean_exit_zero_and_text() -> None:
+    result = run("lint-config", AREAL / "base.yaml")
+    assert result.exit_code == 0, result.output
+    assert "no problems found" in result.stdout
+
+
+def test_lint_config_with_snapshot() -> None:
+    result = run("lint-config", AREAL / "attention_5090.yaml", "--snapshot", GPU / "rtx5090.json")
+    assert result.exit_code == 1
+    assert "flashinfer" in result.stdout and "SM120" in result.stdout
+
+
+def test_fix_config_json_contract(tmp_path: Path) -> None:
+    src = AREAL / "fileroot_relative.yaml"
+    before = (src.read_bytes(), src.stat().st_mtime_ns)
+    out = tmp_path / "fixed.yaml"
+    result = run("fix-config", src, "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data) >= {"valid", "problems", "changes", "output"}
+    assert data["valid"] is False and data["fixed_valid"] is True
+    assert data["output"] == str(out)
+    assert data["changes"] == [
+        {
+            "key": "cluster.fileroot",
+            "old": "./outputs/grpo",
+            "new": "/workspace/outputs/grpo",
+            "reason": data["changes"][0]["reason"],
+            "citation": data["changes"][0]["citation"],
+            "citations": data["changes"][0]["citations"],
+            "rule": "areal-fileroot-absolute",
+            "op": "set",
+        }
+    ]
+    assert data["changes"][0]["citation"].startswith("card:checkpoints-not-on-persistent-volume")
+    assert "+  fileroot: /workspace/outputs/grpo" in data["diff"]
+    assert "fileroot: /workspace/outputs/grpo" in out.read_text()
+    assert (src.read_bytes(), src.stat().st_mtime_ns) == before
+
+
+def test_fix_config_to_stdout_keeps_explanations_on_stderr() -> None:
+    result = run("fix-config", SLIME / "async_colocate.sh")
+    assert result.exit_code == 0, result.output
+    assert "--colocate" not in result.stdout.split("python3 train_async.py", 1)[1]
+    assert "why:" in result.stderr and "card:async-with-colocate" in result.stderr
+
+
+def test_fix_config_fileroot_option(tmp_path: Path) -> None:
+    result = run("fix-config", AREAL / "fileroot_relative.yaml", "--fileroot", "/mnt/volume", "--json")
+    data = json.loads(result.stdout)
+    assert data["changes"][0]["new"] == "/mnt/volume/outputs/grpo"
+    assert data["output"] is None
+
+
+def test_fix_config_refuses_to_overwrite_the_input(tmp_path: Path) -> None:
+    src = tmp_path / "c.yaml"
+    src.write_text((AREAL / "mb_tokens.yaml").read_text())
+    result = run("fix-config", src, "-o", src)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("rlmedic: error:") and "never overwrites" in result.stderr
+    assert src.read_text() == (AREAL / "mb_tokens.yaml").read_text()
+
+
+def test_missing_config_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = run("lint-config", tmp_path / "nope.yaml")
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "no such file" in result.stderr
+
+
+def test_schema_data_file_is_what_the_build_script_produces(tmp_path: Path) -> None:
+    reference = SHARED / "corpus" / "areal" / "en" / "cli_reference.md"
+    out = tmp_path / "schema.json"
+    subprocess.run([sys.executable, str(REPO / "tools" / "data" / "build_areal_schema.py"), str(reference), "-o", str(out)],
+                   check=True)
+    assert json.loads(out.read_text()) == json.loads((REPO / "tools" / "data" / "areal_schema.json").read_text())
+
+
+def test_console_script_end_to_end(tmp_path: Path) -> None:
+    """One real process: the installed entry point, no GPU, no heavy imports needed."""
+    exe = Path(sys.executable).with_name("rlmedic")
+    env = {**os.environ, "RLMEDIC_HOME": str(tmp_path / "home")}
+    out = tmp_path / "fixed.sh"
+    proc = subprocess.run([str(exe), "fix-config", str(SLIME / "batch_arithmetic.sh"), "-o", str(out), "--json"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["changes"][0]["new"] == 256
+    assert "--global-batch-size 256" in out.read_text()
+    proc = subprocess.run([str(exe), "gpu", "--snapshot", str(GPU / "no_gpu.json")], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 0 and "No GPU visible" in proc.stdout
+    proc = subprocess.run([str(exe), "checkpoints", str(tmp_path), "--json"], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["layout"] == "empty"

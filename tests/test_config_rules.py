@@ -1,0 +1,299 @@
+"""One broken config per rule: caught, fixed, the fix passes, the input untouched."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, SHARED
+from rlmedic.errors import UserError
+from rlmedic.knowledge.cards import card_by_id
+from rlmedic.tools.config_rules import LintContext, load_remedies, load_rules
+from rlmedic.tools.fix_config import fix_config, lint_config
+from rlmedic.tools.gpu import load_snapshot
+from rlmedic.types import Finding
+
+AREAL = FIXTURES / "configs" / "areal"
+SLIME = FIXTURES / "configs" / "slime"
+GPU = FIXTURES / "gpu"
+
+
+def fingerprint(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+# (fixture, rule, options, key the fix must change, expected new value)
+FIXED = [
+    (AREAL / "mb_tokens.yaml", "areal-mb-tokens-cover-sequence", {}, "actor.mb_spec.max_tokens_per_mb", 2048),
+    (AREAL / "backend_syntax.yaml", "areal-backend-syntax", {}, "actor.backend", "fsdp:d4p1t1"),
+    (AREAL / "backend_fits.yaml", "areal-backend-fits-cluster", {}, "rollout.backend", "sglang:d8p1t1"),
+    (AREAL / "ulysses.yaml", "areal-ulysses-sp-divisibility", {}, "actor.backend", "fsdp:d2c4"),
+    (AREAL / "mem_fraction_range.yaml", "areal-mem-fraction-range", {}, "sglang.mem_fraction_static", 0.85),
+    (AREAL / "colocated_a40.yaml", "areal-colocated-memory", {"snapshot": "a40_idle"}, "sglang.mem_fraction_static", 0.65),
+    (AREAL / "attention_5090.yaml", "areal-attention-backend", {"snapshot": "rtx5090"}, "sglang.attention_backend", "flashinfer"),
+    (AREAL / "fileroot_relative.yaml", "areal-fileroot-absolute", {}, "cluster.fileroot", "/workspace/outputs/grpo"),
+    (AREAL / "fileroot_tmp.yaml", "areal-fileroot-persistent", {"spot": True}, "cluster.fileroot", "/workspace/outputs/areal/experiments"),
+    (AREAL / "recover_disabled.yaml", "areal-recover-mode", {"spot": True}, "recover.mode", "auto"),
+    (AREAL / "recover_no_freq.yaml", "areal-recover-frequency", {}, "recover.freq_secs", 3600),
+    (AREAL / "recover_epoch_only.yaml", "areal-recover-epoch-only", {"spot": True}, "recover.freq_secs", 3600),
+    (AREAL / "saver_no_freq.yaml", "areal-saver-frequency", {}, "saver.freq_epochs", 1),
+    (AREAL / "request_timeouts.yaml", "areal-request-timeouts", {"spot": True}, "rollout.request_timeout", 7200),
+    (AREAL / "schema_typo.yaml", "schema-typo", {}, "gconfig.max_new_tokens", 1024),
+    (AREAL / "schema_removed.yaml", "schema-removed", {}, "actor.rejection_sampling.upper", 5.0),
+    (SLIME / "batch_arithmetic.sh", "slime-batch-arithmetic", {}, "--global-batch-size", "256"),
+    (SLIME / "async_colocate.sh", "slime-async-colocate", {}, "--colocate", None),
+    (SLIME / "gpu_count.sh", "slime-gpu-count", {}, "--rollout-num-gpus", "4"),
+    (SLIME / "engine_size.sh", "slime-rollout-engine-size", {}, "--rollout-num-gpus", "4"),
+    (SLIME / "max_tokens_no_dynamic.sh", "slime-max-tokens-needs-dynamic-batch", {}, "--use-dynamic-batch-size", True),
+    (SLIME / "context_parallel.sh", "slime-context-parallel", {}, "--context-parallel-size", "4"),
+    (SLIME / "colocate_mem.sh", "slime-colocate-mem-fraction", {}, "--sglang-mem-fraction-static", "0.8"),
+    (SLIME / "no_load.sh", "slime-resume", {"spot": True}, "--load", "/workspace/ckpt/qwen3-4b-grpo"),
+    (SLIME / "no_save_interval.sh", "slime-save-interval", {}, "--save-interval", "20"),
+    (SLIME / "save_relative.sh", "slime-save-absolute", {}, "--save", "/workspace/outputs/ckpt/qwen3-4b-grpo"),
+]
+
+
+def _options(options: dict) -> dict:
+    out = dict(options)
+    if "snapshot" in out:
+        out["snapshot"] = load_snapshot(GPU / f"{out['snapshot']}.json")
+    return out
+
+
+def _value(framework: str, text: str, path: Path, key: str):
+    if framework == "slime":
+        from rlmedic.tools.slime_args import parse_slime_launch
+
+        launch = parse_slime_launch(text, str(path))
+        if key == "--colocate" or key == "--use-dynamic-batch-size":
+            return launch.has(key) or None
+        return launch.get(key)
+    from rlmedic.tools.areal_config import parse_areal_config
+
+    return parse_areal_config(text, str(path)).get(key)
+
+
+def test_every_rule_has_a_fixture() -> None:
+    covered = {rule for _p, rule, *_ in FIXED} | {"areal-allocation-mode-deprecated", "areal-colocated-share",
+                                                  "areal-weight-update-disk-shared"}
+    assert set(load_rules()) <= covered
+
+
+def test_rules_table_is_valid_and_cites_existing_cards() -> None:
+    rules = load_rules()
+    assert len(rules) >= 25
+    for rule in rules.values():
+        assert rule.citations, rule.id
+        for citation in rule.citations:
+            if citation.kind == "card":
+                assert card_by_id(citation.ref) is not None, f"{rule.id} cites missing card {citation.ref}"
+    for framework, phases in load_remedies().items():
+        for remedies in phases.values():
+            for remedy in remedies:
+                for citation in remedy.citations:
+                    if citation.kind == "card":
+                        assert card_by_id(citation.ref) is not None, f"{remedy.id} cites missing card {citation.ref}"
+
+
+def test_base_configs_are_clean() -> None:
+    for path in (AREAL / "base.yaml", SLIME / "base.sh", SLIME / "args.txt"):
+        result = lint_config(path, spot=True)
+        assert [p.to_dict() for p in result.problems] == [], path
+
+
+@pytest.mark.parametrize(("path", "rule", "options", "key", "new"), FIXED, ids=lambda v: v.name if isinstance(v, Path) else None)
+def test_rule_caught_and_fixed(path: Path, rule: str, options: dict, key: str, new, tmp_path: Path) -> None:
+    before = fingerprint(path)
+    opts = _options(options)
+    lint = lint_config(path, snapshot=opts.get("snapshot"), spot=opts.get("spot", False))
+    caught = [p for p in lint.problems if p.rule == rule]
+    assert caught, [p.to_dict() for p in lint.problems]
+    assert caught[0].citation is not None and caught[0].fixable
+
+    out = tmp_path / ("fixed" + path.suffix)
+    result = fix_config(path, output=out, **opts)
+    assert result.output == str(out)
+    changed = {c.key: c for c in result.changes}
+    assert any(c.rule == rule for c in result.changes)
+    for change in result.changes:
+        assert change.reason and change.citation is not None
+    text = out.read_text()
+    assert text == result.text
+    assert _value(result.framework, text, out, key) == new
+    # the corrected file passes the checks
+    relint = lint_config(out, snapshot=opts.get("snapshot"), spot=opts.get("spot", False))
+    assert not [p for p in relint.problems if p.rule == rule], [p.to_dict() for p in relint.problems]
+    assert relint.valid
+    assert result.fixed_valid
+    # the input is untouched, bytes and mtime
+    assert fingerprint(path) == before
+    assert key in changed or any(c.rule == rule for c in result.changes)
+
+
+@pytest.mark.parametrize(
+    ("path", "rule", "options"),
+    [
+        (AREAL / "allocation_mode.yaml", "areal-allocation-mode-deprecated", {}),
+        (AREAL / "colocated_share.yaml", "areal-colocated-share", {}),
+        (AREAL / "weight_update_disk.yaml", "areal-weight-update-disk-shared", {}),
+    ],
+    ids=lambda v: v.name if isinstance(v, Path) else None,
+)
+def test_advisory_rules_are_reported_without_an_automatic_change(path: Path, rule: str, options: dict) -> None:
+    lint = lint_config(path, **options)
+    assert any(p.rule == rule for p in lint.problems)
+    result = fix_config(path, **options)
+    assert not any(c.rule == rule for c in result.changes)
+
+
+def test_upstream_typo_is_migrated_to_rejection_sampling(tmp_path: Path) -> None:
+    src = SHARED / "corpus" / "areal-configs" / "scaffolding" / "gsm8k_rlvr_scaffolding.yaml"
+    before = fingerprint(src)
+    result = fix_config(src, output=tmp_path / "fixed.yaml")
+    assert [(c.op, c.key, c.new) for c in result.changes] == [
+        ("set", "actor.rejection_sampling.upper", 5.0),
+        ("set", "actor.rejection_sampling.metric", "ratio"),
+        ("delete", "actor.behav_imp_weight_cap", None),
+    ]
+    assert "-  behav_imp_weight_cap: 5.0" in result.diff
+    assert result.fixed_valid and fingerprint(src) == before
+
+
+def test_colocated_a40_matches_the_seed_table() -> None:
+    """Seed 004: SGLang at 0.8 plus the trainer does not fit an A40; at 0.5 with gradient checkpointing it does."""
+    from rlmedic.tools.areal_config import load_areal_config
+    from rlmedic.tools.config_rules import colocation_report
+
+    snapshot = load_snapshot(GPU / "a40_idle.json")
+    config = load_areal_config(AREAL / "colocated_a40.yaml")
+    default = colocation_report(config, LintContext(snapshot=snapshot))
+    assert not default.fits and round(default.sglang_bytes / 2**30) == 36
+    optimised = colocation_report(config, LintContext(snapshot=snapshot), mem_fraction=0.5, gradient_checkpointing=True,
+                                  max_tokens_per_mb=4096)
+    assert optimised.fits and round(optimised.sglang_bytes / 2**30, 1) == 22.5
+
+
+def test_leftover_memory_counts_against_the_budget() -> None:
+    from rlmedic.tools.areal_config import load_areal_config
+    from rlmedic.tools.config_rules import colocation_report
+
+    config = load_areal_config(AREAL / "attention_5090.yaml")
+    idle = colocation_report(config, LintContext(snapshot=load_snapshot(GPU / "a40_idle.json")))
+    busy = colocation_report(config, LintContext(snapshot=load_snapshot(GPU / "a40_leftovers.json")))
+    assert idle.fits and not busy.fits
+    assert busy.other_bytes > 30 * 2**30
+
+
+# --------------------------------------------------------------------------- log-driven remedies
+
+
+def oom(phase: str, category: str = "", card: str = "") -> Finding:
+    category = category or {"generation": "oom_generation", "training": "oom_training",
+                            "weight_update": "oom_weight_update"}.get(phase, "oom_training")
+    return Finding(id=f"f-{phase}", category=category, severity="error", summary=f"OOM during {phase}",
+                   evidence={"phase": phase}, card=card)
+
+
+def test_generation_oom_takes_the_most_effective_remedy_first() -> None:
+    result = fix_config(AREAL / "base.yaml", findings=[oom("generation", card="oom-sglang-generation")])
+    assert result.phases == ["generation"]
+    assert [(c.key, c.old, c.new) for c in result.changes] == [("rollout.max_concurrent_rollouts", 256, 192)]
+    assert [c.key for c in result.alternatives] == ["rollout.backend", "sglang.mem_fraction_static"]
+    assert result.changes[0].citation.ref == "oom-sglang-generation"
+
+
+def test_training_oom_follows_the_effectiveness_order(tmp_path: Path) -> None:
+    base = (AREAL / "base.yaml").read_text()
+    # 1. micro-batch tokens down to max_length + max_new_tokens
+    result = fix_config(AREAL / "base.yaml", findings=[oom("training", card="oom-actor-train")])
+    assert [(c.key, c.new) for c in result.changes] == [("actor.mb_spec.max_tokens_per_mb", 2048)]
+    assert [c.rule for c in result.alternatives] == ["ulysses-context-parallel", "per-layer-optim-step", "lightweight-optimizer"]
+    # 2. already at the minimum: gradient checkpointing
+    at_min = tmp_path / "at_min.yaml"
+    at_min.write_text(base.replace("max_tokens_per_mb: 10240", "max_tokens_per_mb: 2048")
+                      .replace("gradient_checkpointing: true", "gradient_checkpointing: false"))
+    result = fix_config(at_min, findings=[oom("training")])
+    assert [(c.key, c.new) for c in result.changes] == [("actor.gradient_checkpointing", True)]
+    # 3. both done: Ulysses context parallelism (12 heads of Qwen2.5-1.5B divide by 2)
+    both = tmp_path / "both.yaml"
+    both.write_text(base.replace("max_tokens_per_mb: 10240", "max_tokens_per_mb: 2048"))
+    result = fix_config(both, findings=[oom("training")])
+    assert [(c.key, c.old, c.new) for c in result.changes] == [("actor.backend", "fsdp:d4p1t1", "fsdp:d2p1t1c2")]
+    assert result.fixed_valid
+
+
+def test_weight_update_oom_switches_to_disk() -> None:
+    result = fix_config(AREAL / "base.yaml", findings=[oom("weight_update")])
+    assert [(c.key, c.new) for c in result.changes] == [("actor.weight_update_mode", "disk")]
+    assert any(a.rule == "smaller-weight-chunks" for a in result.actions)
+
+
+def test_initialization_oom_with_leftovers_is_an_action_not_a_config_change() -> None:
+    finding = oom("initialization", category="oom_training", card="oom-initialization")
+    result = fix_config(AREAL / "attention_5090.yaml", findings=[finding], snapshot=load_snapshot(GPU / "a40_leftovers.json"))
+    assert [a.rule for a in result.actions][:1] == ["kill-leftover-processes"]
+    assert "4121" in result.actions[0].reason
+    assert not any(c.rule == "memory-efficient-load" for c in result.changes)
+    # without leftovers on the machine, the next remedy applies
+    result = fix_config(AREAL / "attention_5090.yaml", findings=[finding], snapshot=load_snapshot(GPU / "a40_idle.json"))
+    assert [c.key for c in result.changes] == ["actor.fsdp.memory_efficient_load"]
+
+
+def test_sglang_disconnect_raises_timeouts() -> None:
+    finding = Finding(id="d", category="sglang_connection", severity="error", summary="server went away",
+                      card="sglang-disconnect-long-run")
+    result = fix_config(AREAL / "request_timeouts.yaml", findings=[finding])
+    assert {c.key: c.new for c in result.changes} == {"rollout.request_timeout": 7200, "rollout.request_retries": 5}
+
+
+def test_spot_findings_escalate_recovery_rules() -> None:
+    finding = Finding(id="s", category="checkpoint_recovery", severity="error", summary="pod preempted",
+                      card="spot-interruption")
+    lint = lint_config(AREAL / "recover_disabled.yaml", findings=[finding])
+    assert [p.severity for p in lint.problems if p.rule == "areal-recover-mode"] == ["error"]
+    assert [p.severity for p in lint_config(AREAL / "recover_disabled.yaml").problems if p.rule == "areal-recover-mode"] == ["info"]
+
+
+def test_slime_training_oom_follows_the_faq() -> None:
+    result = fix_config(SLIME / "base.sh", findings=[oom("training")])
+    assert [(c.key, c.new) for c in result.changes] == [("--max-tokens-per-gpu", 8192)]
+
+
+def test_slime_colocated_oom_lowers_the_share() -> None:
+    result = fix_config(SLIME / "base.sh", findings=[oom("colocated", card="oom-colocated")])
+    assert [(c.key, c.old, c.new) for c in result.changes] == [("--sglang-mem-fraction-static", 0.7, 0.4)]
+
+
+# --------------------------------------------------------------------------- output safety
+
+
+def test_output_never_overwrites_the_input(tmp_path: Path) -> None:
+    src = tmp_path / "c.yaml"
+    shutil.copy(AREAL / "mb_tokens.yaml", src)
+    before = fingerprint(src)
+    with pytest.raises(UserError, match="input file"):
+        fix_config(src, output=src)
+    link = tmp_path / "link.yaml"
+    link.symlink_to(src)
+    with pytest.raises(UserError, match="input file"):
+        fix_config(src, output=link)
+    hard = tmp_path / "hard.yaml"
+    hard.hardlink_to(src)
+    with pytest.raises(UserError, match="input file"):
+        fix_config(src, output=hard, force=True)
+    existing = tmp_path / "out.yaml"
+    existing.write_text("keep me\n")
+    with pytest.raises(UserError, match="already exists"):
+        fix_config(src, output=existing)
+    assert existing.read_text() == "keep me\n"
+    fix_config(src, output=existing, force=True)
+    assert "max_tokens_per_mb: 2048" in existing.read_text()
+    assert fingerprint(src) == before
+
+
+def test_no_change_needed_gives_an_identical_text() -> None:
+    result = fix_config(AREAL / "base.yaml")
+    assert result.changes == [] and result.diff == ""
+    assert result.text == (AREAL / "base.yaml").read_text()

@@ -1,0 +1,111 @@
+"""slime launch arguments: shell scripts with arrays, argument lists, and text-patch edits."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES
+from rlmedic.errors import UserError
+from rlmedic.tools.slime_args import load_slime_launch, looks_like_slime, parse_slime_args, parse_slime_launch, tokenize
+
+SLIME = FIXTURES / "configs" / "slime"
+
+
+def test_script_arrays_and_variables_expand_in_order() -> None:
+    launch = load_slime_launch(SLIME / "base.sh")
+    assert launch.entry == "train.py"
+    assert launch.cluster_gpus == 8
+    args = launch.as_args()
+    assert args[:5] == ["--actor-num-nodes", "1", "--actor-num-gpus-per-node", "8", "--colocate"]
+    assert args[args.index("--save") + 1] == "/workspace/ckpt/qwen3-4b-grpo"
+    assert launch.get_int("--rollout-batch-size") == 32
+    assert launch.get("--sglang-mem-fraction-static") == "0.7"
+    assert launch.has("--use-dynamic-batch-size") and launch.get("--use-dynamic-batch-size") is None
+    assert launch.line("--global-batch-size") == 34
+    by_flag = {f.flag: f for f in launch.flags}
+    assert by_flag["--rollout-batch-size"].source == "ROLLOUT_ARGS"
+    assert by_flag["--colocate"].source == ""
+    # ray job submit flags before `--` are not training flags
+    assert not launch.has("--address") and not launch.has("--runtime-env-json")
+
+
+def test_argument_list_file_and_python_list() -> None:
+    launch = load_slime_launch(SLIME / "args.txt")
+    assert launch.entry is None
+    assert launch.get_int("--num-steps-per-rollout") == 2
+    from_list = parse_slime_args(["--rollout-batch-size", "8", "--colocate", "--rollout-stop-token-ids", "1", "2"])
+    assert from_list.get("--rollout-stop-token-ids") == "1 2"
+    assert from_list.has("--colocate")
+    from_list.set_flag("--rollout-batch-size", 16)
+    assert from_list.as_args()[:2] == ["--rollout-batch-size", "16"]
+
+
+def test_flag_equals_value_comments_and_quotes() -> None:
+    text = (
+        "python3 train.py --lr=1e-6 \\\n"
+        "  --rollout-batch-size 32 \\\n"
+        "  # a comment line with --colocate inside is ignored\n"
+    )
+    launch = parse_slime_launch(text)
+    assert launch.get("--lr") == "1e-6"
+    assert not launch.has("--colocate")
+    launch.set_flag("--lr", "2e-6")
+    assert "--lr=2e-6" in launch.dump()
+
+
+def test_tokenizer_keeps_subshells_and_quotes_together() -> None:
+    statements = tokenize('X=( --a "b c" --d $(seq 1 3) )\necho ${X[@]}\n')
+    assert [t.value for t in statements[0]] == ["X=", "(", "--a", "b c", "--d", "$(seq 1 3)", ")"]
+    assert [t.text for t in statements[1]] == ["echo", "${X[@]}"]
+
+
+def test_edits_patch_only_their_lines() -> None:
+    launch = load_slime_launch(SLIME / "base.sh")
+    original = launch.original
+    launch.set_flag("--global-batch-size", 128)
+    launch.add_flag("--use-fault-tolerance")
+    launch.add_flag("--rollout-num-gpus", 4, near="--actor-num-gpus-per-node")
+    launch.remove_flag("--colocate")
+    diff = [l for l in launch.diff().splitlines() if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    assert diff == [
+        "-   --global-batch-size 256",
+        "+   --global-batch-size 128",
+        "+   --use-fault-tolerance",  # after the last flag: the end of SGLANG_ARGS
+        "-   --colocate \\",
+        "+   --rollout-num-gpus 4 \\",
+    ]
+    assert launch.get_int("--rollout-num-gpus") == 4 and not launch.has("--colocate")
+    assert launch.has("--use-fault-tolerance")
+    assert launch.original == original
+
+
+def test_removing_the_last_continued_line_ends_the_command() -> None:
+    text = "python3 train.py \\\n   --colocate \\\n   --rollout-batch-size 8 \\\n   --debug-rollout-only\n"
+    launch = parse_slime_launch(text)
+    launch.remove_flag("--debug-rollout-only")
+    assert launch.dump() == "python3 train.py \\\n   --colocate \\\n   --rollout-batch-size 8\n"
+    assert launch.get_int("--rollout-batch-size") == 8
+
+
+def test_editing_through_a_variable_changes_its_assignment() -> None:
+    launch = load_slime_launch(SLIME / "save_relative.sh")
+    launch.set_flag("--save", "/workspace/ckpt/x")
+    assert "SAVE_DIR=/workspace/ckpt/x\n" in launch.dump()
+    assert launch.get("--load") == "/workspace/ckpt/x"
+
+
+def test_multi_value_flag_cannot_be_set_as_text() -> None:
+    launch = parse_slime_args(["--rollout-stop-token-ids", "1", "2"])
+    with pytest.raises(UserError, match="several values"):
+        launch.set_flag("--rollout-stop-token-ids", 3)
+
+
+def test_no_flags_is_reported() -> None:
+    launch = parse_slime_launch("echo hello\n")
+    assert [p.rule for p in launch.problems] == ["slime-parse"]
+
+
+def test_looks_like_slime() -> None:
+    assert looks_like_slime((SLIME / "base.sh").read_text())
+    assert looks_like_slime("--rollout-batch-size 4\n")
+    assert not looks_like_slime("actor:\n  path: x\n")
