@@ -241,6 +241,7 @@ class _Builder:
         self.files = {f.index: f for f in result.files}
         self.framework = {f.index: self._framework(f) for f in result.files}
         self.first_hits: dict[str, Hit] = {}
+        self.events: list[MetricEvent] = metrics.detect()
 
     @staticmethod
     def _framework(info: FileInfo) -> str:
@@ -253,9 +254,15 @@ class _Builder:
     # -- signature hits --------------------------------------------------------
 
     def _merge_groups(self) -> dict[tuple[str, str, str], list[HitGroup]]:
+        """One finding per signature, group value and phase, across files and ranks.
+
+        Phase only separates causes and crashes (an OOM in generation and one in training
+        need different fixes); cascades of one kind stay one finding whatever the phase.
+        """
         merged: dict[tuple[str, str, str], list[HitGroup]] = {}
         for (sig_id, _file, group, phase), g in self.result.groups.items():
-            merged.setdefault((sig_id, group, phase), []).append(g)
+            key_phase = phase if self.catalog.by_id[sig_id].rank < ROLE_RANK["cascade"] else "*"
+            merged.setdefault((sig_id, group, key_phase), []).append(g)
         return merged
 
     def _hit_findings(self) -> tuple[list[_Draft], dict[str, Any]]:
@@ -273,6 +280,8 @@ class _Builder:
                 markers[sig_id] = {"first": hits[0], "last": last, "count": count}
                 if sig_id != "recover-info-dumped":
                     continue
+            if phase == "*":
+                phase = hits[0].phase
             drafts.append(self._draft(sig, hits, last, count, phase))
         return drafts, markers
 
@@ -302,7 +311,7 @@ class _Builder:
         transient_note = ""
         if sig.transient:
             later = self.metrics.steps_after(last.file_index, last.line)
-            if later is not None:
+            if later is not None and not self._reward_failed_after(first):
                 severity = "warning" if severity_rank(severity) < severity_rank("warning") else severity
                 transient_note = f" (transient: training went on to step {later} afterwards)"
         where = ""
@@ -381,11 +390,15 @@ class _Builder:
 
     # -- metrics -----------------------------------------------------------------
 
+    def _reward_failed_after(self, hit: Hit) -> bool:
+        """Training "went on" only if rewards did not die after the hit (then it is no retry that worked)."""
+        return any(
+            ev.rule in ("zero_reward", "reward_collapse") and (ev.file_index != hit.file_index or ev.line >= hit.line)
+            for ev in self.events
+        )
+
     def _metric_findings(self) -> list[_Draft]:
-        drafts = []
-        for ev in self.metrics.detect():
-            drafts.append(self._metric_draft(ev))
-        return drafts
+        return [self._metric_draft(ev) for ev in self.events]
 
     def _metric_draft(self, ev: MetricEvent) -> _Draft:
         if ev.rule in _METRIC_IDS:

@@ -60,21 +60,42 @@ _TS_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 
 
 class PythonEngine:
-    """Pure-Python literal search: one ``bytes.find`` sweep per literal spelling."""
+    """Pure-Python literal search over a lower-cased copy of the region.
+
+    Literals are folded to lower case and reduced to a minimal set (a literal containing
+    another is dropped, its owners moving to the shorter one), so each chunk costs one
+    ``lower()`` plus one ``bytes.find`` sweep per remaining literal. The regexes that
+    confirm a candidate line keep the exact case.
+    """
 
     name = "python"
 
-    def __init__(self, literals: list[Literal]) -> None:
-        self._needles = [(v.encode(), i) for i, lit in enumerate(literals) for v in lit.variants()]
+    def __init__(self, literals: list[tuple[Literal, frozenset[str]]]) -> None:
+        folded: dict[str, set[str]] = {}
+        for lit, owners in literals:
+            folded.setdefault(lit.text.lower(), set()).update(owners)
+        keep: list[str] = []
+        for text in sorted(folded, key=len):
+            if not any(k in text for k in keep):
+                keep.append(text)
+        merged: dict[str, set[str]] = {k: set() for k in keep}
+        for text, owners in folded.items():
+            for k in keep:
+                if k in text:
+                    merged[k] |= owners
+        self.owners: list[frozenset[str]] = [frozenset(merged[k]) for k in keep]
+        self._needles = [(k.encode(), i) for i, k in enumerate(keep)]
 
     def scan(self, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
+        low = buf[start:end].lower()
         out: list[tuple[int, int]] = []
+        append = out.append
         for needle, idx in self._needles:
-            find = buf.find
-            pos = find(needle, start, end)
+            find = low.find
+            pos = find(needle)
             while pos >= 0:
-                out.append((pos, idx))
-                pos = find(needle, pos + 1, end)
+                append((start + pos, idx))
+                pos = find(needle, pos + 1)
         out.sort()
         return out
 
@@ -84,15 +105,16 @@ class HyperscanEngine:
 
     name = "hyperscan"
 
-    def __init__(self, literals: list[Literal]) -> None:
+    def __init__(self, literals: list[tuple[Literal, frozenset[str]]]) -> None:
         import hyperscan
 
-        self._hs = hyperscan
+        self.owners = [owners for _lit, owners in literals]
+        lits = [lit for lit, _owners in literals]
         self._db = hyperscan.Database()
-        exprs = [re.escape(lit.text).encode() for lit in literals]
-        flags = [hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in literals]
+        exprs = [re.escape(lit.text).encode() for lit in lits]
+        flags = [hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in lits]
         self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
-        self._lengths = [len(lit.text.encode()) for lit in literals]
+        self._lengths = [len(lit.text.encode()) for lit in lits]
 
     def scan(self, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
@@ -107,7 +129,9 @@ class HyperscanEngine:
         return out
 
 
-def make_engine(literals: list[Literal], prefer: str | None = None) -> PythonEngine | HyperscanEngine:
+def make_engine(
+    literals: list[tuple[Literal, frozenset[str]]], prefer: str | None = None
+) -> PythonEngine | HyperscanEngine:
     """Hyperscan when importable (and not disabled by ``RLMEDIC_SCAN_ENGINE=python``)."""
     prefer = (prefer or os.environ.get("RLMEDIC_SCAN_ENGINE") or "auto").lower()
     if prefer in ("auto", "hyperscan"):
@@ -275,8 +299,9 @@ def infer_phase(catalog: Catalog, line: str, before: list[str], after: list[str]
             continue
         weight = 2.0 if distance == 0 else 1.0 / (1.0 + distance / 4.0)
         for phase, hints in catalog.phases.items():
-            if any(h.search(text) for h in hints):
-                scores[phase] = scores.get(phase, 0.0) + weight
+            n = sum(1 for h in hints if h.search(text))  # several hints on one line = stronger evidence
+            if n:
+                scores[phase] = scores.get(phase, 0.0) + weight * n
     if not scores:
         return ""
     return max(scores.items(), key=lambda kv: kv[1])[0]
@@ -374,9 +399,8 @@ class Scanner:
     ) -> None:
         self.catalog = catalog
         self.on_metric = on_metric
-        lits = catalog.all_literals()
-        self._owners: list[frozenset[str]] = [owners for _lit, owners in lits]
-        self.engine = make_engine([lit for lit, _ in lits], engine)
+        self.engine = make_engine(catalog.all_literals(), engine)
+        self._owners: list[frozenset[str]] = self.engine.owners
         env_cap = os.environ.get("RLMEDIC_MAX_SCAN_BYTES")
         self.max_bytes = max_bytes or (int(env_cap) if env_cap else DEFAULT_MAX_SCAN_BYTES)
         self.chunk = max(chunk, 2 * (KEEP_BEFORE + AFTER_RESERVE))

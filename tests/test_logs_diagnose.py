@@ -1,0 +1,286 @@
+"""diagnose() on realistic fixture logs: root cause, line, phase, fix, cascades, metrics."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FIXTURES
+from rlmedic.confine import Confinement
+from rlmedic.errors import AccessDenied, UserError
+from rlmedic.tools.diagnose import diagnose, diagnose_text
+
+LOGS = FIXTURES / "logs"
+EXPECTED = yaml.safe_load((LOGS / "expected.yaml").read_text())
+SIG_CASES = sorted(k for k in EXPECTED if k.startswith("signatures/"))
+
+
+def _old_copy(src: Path, tmp_path: Path) -> Path:
+    """A copy whose mtime is an hour old, so it does not look like a log still being written."""
+    dst = tmp_path / src.name
+    shutil.copy(src, dst)
+    old = time.time() - 3600
+    os.utime(dst, (old, old))
+    return dst
+
+
+@pytest.mark.parametrize("name", SIG_CASES)
+def test_signature_fixture(name: str, tmp_path: Path) -> None:
+    exp = EXPECTED[name]
+    diag = diagnose([_old_copy(LOGS / name, tmp_path)])
+    by_id = {f.id: f for f in diag.findings}
+    finding = by_id.get(exp["finding"])
+    assert finding is not None, f"{name}: {exp['finding']} not found in {list(by_id)}"
+    assert finding.line == exp["line"]
+    assert finding.evidence["excerpt"] and f"> {exp['line']}" in finding.evidence["excerpt"].replace("  ", " ")
+    assert any(str(c).endswith(f":{exp['line']}") for c in finding.citations), finding.citations
+    assert finding.fixes and finding.card
+    assert any(str(c).startswith("card:") for c in finding.citations)
+    root = diag.root_finding
+    assert (root.id if root else None) == exp["root"]
+    if root is not None:
+        assert diag.root == 0 and diag.findings[0] is root
+    if "phase" in exp:
+        assert finding.evidence["phase"] == exp["phase"]
+    if "card" in exp:
+        assert finding.card == exp["card"]
+    if "fix" in exp:
+        assert exp["fix"].lower() in json.dumps(finding.to_dict()).lower()
+
+
+def test_oom_evidence_numbers_and_fix_order(tmp_path: Path) -> None:
+    diag = diagnose([_old_copy(LOGS / "signatures" / "cuda-oom.log", tmp_path)])
+    oom = diag.root_finding
+    assert oom is not None and oom.id == "cuda-oom"
+    nums = oom.evidence["numbers"]
+    assert nums["tried_to_allocate_gib"] == 3.5
+    assert nums["free_gib"] == 1.02
+    assert nums["gpu"] == 0
+    assert oom.evidence["phase"] == "training"
+    assert oom.category == "oom_training"
+    # reserved-but-unallocated (1.31) < requested (3.5): no fragmentation advice first
+    assert "max_tokens_per_mb" in str(oom.fixes[0])
+
+
+@pytest.mark.parametrize(
+    ("context", "phase", "card", "category"),
+    [
+        ('File "/sglang/srt/managers/scheduler.py", line 12, in event_loop', "generation", "oom-sglang-generation", "oom_generation"),
+        ('File "/areal/engine/fsdp_engine.py", line 5, in update_weights_from_distributed', "weight_update", "oom-weight-update", "oom_weight_update"),
+        ("Loading checkpoint shards:  50%|#####     | 1/2", "initialization", "oom-initialization", "oom_training"),
+        ('File "/areal/engine/ppo/actor.py", line 9, in ppo_update', "training", "oom-actor-train", "oom_training"),
+    ],
+)
+def test_oom_phase_attribution(context: str, phase: str, card: str, category: str) -> None:
+    text = f"Traceback (most recent call last):\n  {context}\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n"
+    oom = diagnose_text(text).root_finding
+    assert oom is not None
+    assert (oom.evidence["phase"], oom.card, oom.category) == (phase, card, category)
+
+
+def test_cuda_error_out_of_memory_defaults_to_data_transfer() -> None:
+    oom = diagnose_text("RuntimeError: CUDA error: out of memory\n").root_finding
+    assert oom is not None and oom.evidence["phase"] == "data_transfer" and oom.card == "oom-data-transfer"
+
+
+def test_multirank_directory_root_and_cascades() -> None:
+    diag = diagnose([LOGS / "multirank"])
+    root = diag.root_finding
+    assert root is not None and root.id == "cuda-oom"
+    assert root.file.endswith("rank2.log") and root.line == 13
+    assert root.evidence["numbers"]["tried_to_allocate_gib"] == 2.0
+    cascades = [f for f in diag.findings if f.root == 0]
+    assert {f.id for f in cascades} == {"nccl-watchdog-timeout", "ray-actor-died"}
+    nccl = next(f for f in cascades if f.id == "nccl-watchdog-timeout")
+    assert nccl.evidence["ranks"] == [0, 1, 3]  # rank 3 came from the .gz file
+    assert nccl.evidence["count"] == 6
+    assert any(s["reason"] == "not a log file name" for s in diag.stats["skipped"])
+    assert diag.stats["files"] == 5
+
+
+def test_gzip_file_is_read(tmp_path: Path) -> None:
+    gz = tmp_path / "worker.log.gz"
+    gz.write_bytes(gzip.compress((LOGS / "signatures" / "nccl-error.log").read_bytes()))
+    diag = diagnose([gz])
+    assert diag.root_finding is not None and diag.root_finding.id == "nccl-error"
+
+
+@pytest.mark.parametrize("name", ["healthy_areal.log", "healthy_slime.log"])
+def test_healthy_logs_have_no_error(name: str, tmp_path: Path) -> None:
+    diag = diagnose([_old_copy(LOGS / "scenarios" / name, tmp_path)])
+    assert diag.root is None
+    assert all(f.severity in ("warning", "info") for f in diag.findings), [(f.id, f.severity) for f in diag.findings]
+    assert diag.stats["clean_shutdown"] is True
+    assert diag.stats["last_step"] >= 12
+
+
+def test_startup_connection_retry_is_transient(tmp_path: Path) -> None:
+    diag = diagnose([_old_copy(LOGS / "scenarios" / "healthy_areal.log", tmp_path)])
+    conn = next(f for f in diag.findings if f.id == "rollout-connection-error")
+    assert conn.severity == "warning" and "transient" in conn.summary
+
+
+def test_interrupted_log(tmp_path: Path) -> None:
+    diag = diagnose([_old_copy(LOGS / "scenarios" / "interrupted_areal.log", tmp_path)])
+    root = diag.root_finding
+    assert root is not None and root.id == "probable-interruption" and root.severity == "error"
+    assert root.evidence["numbers"]["last_step"] == 9
+    assert "step 9" in root.summary and root.card == "spot-interruption"
+    assert any(f.id == "no-recover-checkpoint" for f in diag.findings)
+
+
+def test_log_still_being_written_is_only_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "live.log"
+    shutil.copy(LOGS / "scenarios" / "interrupted_areal.log", path)
+    diag = diagnose([path])
+    f = next(f for f in diag.findings if f.id == "probable-interruption")
+    assert f.severity == "warning" and "still" in f.summary
+
+
+def test_recover_info_dumped_reports_when_last(tmp_path: Path) -> None:
+    diag = diagnose([_old_copy(LOGS / "scenarios" / "recover_dumped_then_cut.log", tmp_path)])
+    dumped = next(f for f in diag.findings if f.id == "recover-info-dumped")
+    assert dumped.severity == "info"
+    assert dumped.evidence["numbers"]["last_line"] == 35 and dumped.evidence["numbers"]["last_step"] == 2
+    assert not any(f.id == "no-recover-checkpoint" for f in diag.findings)
+
+
+def test_zero_reward_after_sglang_disconnect_roots_at_the_disconnect() -> None:
+    diag = diagnose([LOGS / "scenarios" / "zero_reward_sglang_down.log"])
+    root = diag.root_finding
+    assert root is not None and root.id == "rollout-connection-error" and root.severity == "error"
+    streak = next(f for f in diag.findings if f.id == "zero-reward-streak")
+    assert streak.root == 0
+    assert streak.evidence["numbers"]["zero_steps"] == 14 and streak.evidence["numbers"]["first_zero_step"] == 5
+
+
+def test_zero_reward_streak_alone() -> None:
+    diag = diagnose([LOGS / "scenarios" / "zero_reward_only.log"])
+    root = diag.root_finding
+    assert root is not None and root.id == "zero-reward-streak" and root.card == "zero-reward-circuit-breaker"
+
+
+def test_nine_zero_steps_are_not_a_streak() -> None:
+    rows = "".join(f"rollout {i}: {{'rollout/raw_reward': {0.0 if i > 2 else 0.5}}}\n" for i in range(12))
+    assert not any(f.id == "zero-reward-streak" for f in diagnose_text(rows).findings)
+    rows = "".join(f"rollout {i}: {{'rollout/raw_reward': {0.0 if i > 1 else 0.5}}}\n" for i in range(12))
+    assert any(f.id == "zero-reward-streak" for f in diagnose_text(rows).findings)
+
+
+def test_grad_norm_nan_slime() -> None:
+    diag = diagnose([LOGS / "scenarios" / "grad_nan_slime.log"])
+    root = diag.root_finding
+    assert root is not None and root.id == "nonfinite-grad-norm" and root.card == "grad-nan-inf"
+    assert root.evidence["numbers"]["step"] == 5
+
+
+def test_grad_norm_spike_is_a_warning() -> None:
+    diag = diagnose([LOGS / "scenarios" / "grad_spike_slime.log"])
+    spike = next(f for f in diag.findings if f.id == "grad-norm-spike")
+    assert spike.severity == "warning" and spike.evidence["numbers"]["step"] == 9 and spike.card == "high-gradient-norm"
+
+
+def test_reward_collapse() -> None:
+    diag = diagnose([LOGS / "scenarios" / "reward_collapse_slime.log"])
+    root = diag.root_finding
+    assert root is not None and root.id == "reward-collapse" and root.category == "reward_collapse"
+
+
+def test_generation_never_stops() -> None:
+    diag = diagnose([LOGS / "scenarios" / "no_eos_areal.log"])
+    f = next(f for f in diag.findings if f.id == "generation-never-stops")
+    assert f.card == "generation-never-stops" and f.evidence["numbers"]["step"] == 3
+
+
+def test_non_utf8_input() -> None:
+    diag = diagnose([LOGS / "scenarios" / "latin1_oom.log"])
+    assert diag.root_finding is not None and diag.root_finding.id == "cuda-oom"
+    json.dumps(diag.to_dict())  # serialisable despite replacement characters
+
+
+def test_binary_only_input_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="binary"):
+        diagnose([LOGS / "scenarios" / "binary.log"])
+
+
+def test_ray_repeated_lines_are_counted() -> None:
+    line = "(TrainWorker pid=9) [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1) ran for 600000 milliseconds before timing out. [repeated 7x across cluster]\n"
+    f = diagnose_text(line).root_finding
+    assert f is not None and f.evidence["count"] == 8
+
+
+def test_metric_formats() -> None:
+    verl = "".join(f"step:{i} - actor/pg_loss:0.1 - actor/grad_norm:{'nan' if i == 3 else 0.2} - critic/rewards/mean:0.5\n" for i in range(5))
+    f = diagnose_text(verl).root_finding
+    assert f is not None and f.id == "nonfinite-grad-norm" and f.evidence["numbers"]["step"] == 3
+
+
+def test_to_dict_contract() -> None:
+    data = diagnose([LOGS / "multirank"]).to_dict()
+    assert set(data) == {"findings", "root", "stats"}
+    for f in data["findings"]:
+        assert {"id", "category", "severity", "file", "line", "evidence", "summary", "fixes", "citations"} <= set(f)
+        assert all(isinstance(x, str) for x in f["fixes"] + f["citations"])
+        assert f["severity"] in ("critical", "error", "warning", "info")
+    json.dumps(data)
+
+
+def test_engines_agree(tmp_path: Path) -> None:
+    pytest.importorskip  # noqa: B018 - keep the import used
+    results = []
+    for engine in ("python", "auto"):
+        diag = diagnose([LOGS / "multirank"], engine=engine)
+        results.append([(f.id, f.file, f.line, f.evidence["count"]) for f in diag.findings])
+    assert results[0] == results[1]
+
+
+def test_small_chunks_give_the_same_answer(tmp_path: Path) -> None:
+    from rlmedic.tools import logscan
+    from rlmedic.tools.diagnose import _Builder
+    from rlmedic.tools.metrics import MetricCollector
+    from rlmedic.tools.signatures import builtin_catalog
+
+    path = LOGS / "scenarios" / "zero_reward_sglang_down.log"
+    catalog = builtin_catalog()
+    answers = []
+    for chunk in (logscan.CHUNK, 1):  # 1 -> the minimum: many chunk boundaries
+        metrics = MetricCollector(catalog.metrics)
+        scanner = logscan.Scanner(catalog, on_metric=metrics.feed, chunk=chunk)
+        conf = Confinement.for_paths([path])
+        result = scanner.scan(logscan.expand_paths([path], conf)[0], conf)
+        diag = _Builder(catalog, result, metrics).build()
+        answers.append([(f.id, f.line, f.evidence["count"]) for f in diag.findings])
+    assert answers[0] == answers[1]
+
+
+def test_confinement_refuses_escapes(tmp_path: Path) -> None:
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    secret = tmp_path / "secret.log"
+    secret.write_text("torch.OutOfMemoryError: CUDA out of memory\n")
+    (allowed / "link.log").symlink_to(secret)
+    (allowed / "ok.log").write_text("ValueError: fine\n")
+    conf = Confinement(roots=[allowed.resolve()])
+    with pytest.raises(AccessDenied):
+        diagnose([allowed / ".." / "secret.log"], confinement=conf)
+    with pytest.raises(AccessDenied):
+        diagnose([str(secret.resolve())], confinement=conf)
+    with pytest.raises(AccessDenied):
+        diagnose([allowed / "link.log"], confinement=conf)
+    diag = diagnose([allowed], confinement=conf)  # the directory walk skips the escaping link
+    assert diag.stats["files"] == 1
+    assert any("outside" in s["reason"] for s in diag.stats["skipped"])
+
+
+def test_missing_path_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="no such file"):
+        diagnose([tmp_path / "nope.log"])
+    with pytest.raises(UserError):
+        diagnose([])
