@@ -456,8 +456,9 @@ def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confine
         newer = [i for i in iters if i > iteration]
         if newer:
             report.issues.append(Issue("tracker-behind", "warning",
-                                       f"iter_{newer[-1]:07d}/ is newer than the tracker ({iteration}): that save never "
-                                       "finished; resuming uses iteration " + str(iteration), str(tracker.path),
+                                       f"iter_{newer[-1]:07d}/ is newer than the tracker ({iteration}): its save may not "
+                                       f"have finished; --load resumes from {iteration} (use --ckpt-step {newer[-1]} only "
+                                       "after checking that directory)", str(tracker.path),
                                        card_citation("megatron-tracker-file")))
     iter_parents = {Path(c.path).parent for c in out}
     for parent in iter_parents:
@@ -511,9 +512,9 @@ def recovery_plan(report: CheckpointReport, *, config: Any = None) -> RecoveryPl
 
 
 def _areal_plan(report: CheckpointReport, config: Any) -> RecoveryPlan:
-    recover = report.latest(kinds=("areal_recover",), valid_only=False)
+    recovers = [c for c in report.checkpoints if c.kind == "areal_recover"]
+    recover = max(recovers, key=lambda c: (c.step if c.step is not None else -1, c.mtime), default=None)
     hf = report.latest(kinds=("areal_hf",))
-    all_recover = [c for c in report.checkpoints if c.kind == "areal_recover"]
     cites = [card_citation("spot-interruption"), doc_citation("AReaL docs/en/reference/checkpointing.md", "Recovery Process")]
     exp = (recover or hf).experiment if (recover or hf) else ""
     trial = (recover or hf).trial if (recover or hf) else ""
@@ -549,7 +550,8 @@ def _areal_plan(report: CheckpointReport, config: Any) -> RecoveryPlan:
     if hf is None:
         return RecoveryPlan("areal", "none", None, notes=notes + ["no intact saved model either: nothing to resume from"],
                             differences=differences, citations=cites + [card_citation("recovery-checkpoint-missing")])
-    new_trial = f"{trial}-from-step{hf.step}" if trial else f"resume-step{hf.step}"
+    # AReaL trial names may not contain '-' or '/'
+    new_trial = f"{trial}_from_step{hf.step}" if trial else f"resume_step{hf.step}"
     lines = [f"experiment_name={exp}", f"trial_name={new_trial}", f"actor.path={hf.path}", "recover.mode=disabled"]
     command = ("python -m areal.launcher.local <your_train_script.py> --config " + shlex.quote(str(config_path)) + " "
                + " ".join(shlex.quote(x) for x in lines))
@@ -591,7 +593,9 @@ def _areal_differences(report: CheckpointReport, config: Any, ckpt: Checkpoint |
 def _slime_plan(report: CheckpointReport, config: Any) -> RecoveryPlan:
     cites = [card_citation("resume-slime"), doc_citation("slime docs/en/get_started/qa.md", "How do I resume training?"),
              doc_citation("slime docs/en/get_started/usage.md", "Loading Megatron Checkpoints")]
-    ckpt = report.latest(kinds=("megatron",))
+    pool = [c for c in report.selected() if c.kind == "megatron" and c.valid]
+    tracked = [c for c in pool if c.step == report.tracker_iteration]
+    ckpt = tracked[0] if tracked else max(pool, key=lambda c: c.step or 0, default=None)
     if ckpt is None:
         return RecoveryPlan("slime", "none", None, notes=["no intact iter_* checkpoint to resume from"],
                             citations=cites + [card_citation("megatron-tracker-file")])

@@ -1,0 +1,327 @@
+"""Checkpoint trees for each layout (AReaL, slime/Megatron, Hugging Face), intact and damaged."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import FIXTURES
+from rlmedic.confine import Confinement
+from rlmedic.errors import UserError
+from rlmedic.tools.areal_config import parse_areal_config
+from rlmedic.tools.checkpoints import Mount, list_checkpoints, mount_for, recovery_plan, storage_issues
+from rlmedic.ui.cli import app
+
+runner = CliRunner()
+VOLUME = [Mount("/", "ext4", "/dev/sda1")]  # a tree on a real disk: no storage warning
+
+
+def write(path: Path, data: bytes | str = b"\x01" * 64) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    return path
+
+
+def hf_save(directory: Path, *, shards: int = 1, empty: bool = False) -> Path:
+    write(directory / "config.json", '{"model_type": "qwen2"}')
+    write(directory / "tokenizer.json", "{}")
+    if shards == 1:
+        write(directory / "model.safetensors", b"" if empty else b"\x02" * 128)
+    else:
+        names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+        write(directory / "model.safetensors.index.json", json.dumps({"weight_map": {f"w{i}": n for i, n in enumerate(names)}}))
+        for name in names:
+            write(directory / name, b"\x02" * 64)
+    return directory
+
+
+def areal_tree(fileroot: Path, *, exp: str = "gsm8k-grpo-cloud-1hour", trial: str = "trial_20250101_120000",
+               steps: tuple[int, ...] = (49, 99, 149, 199), recover_step: int | None = 199, ranks: int = 2) -> Path:
+    trial_dir = fileroot / "checkpoints" / "root" / exp / trial
+    for i, step in enumerate(steps):
+        hf_save(trial_dir / "default" / f"epoch{i // 2}epochstep{step % 100}globalstep{step}")
+    if recover_step is not None:
+        rc = trial_dir / "default" / "recover_checkpoint"
+        for r in range(ranks):
+            write(rc / f"__{r}_0.distcp", b"\x03" * 256)
+        write(rc / ".metadata", b"\x04" * 16)
+        write(trial_dir / "recover_info" / "step_info.json",
+              json.dumps({"epoch": 1, "epoch_step": recover_step % 100, "global_step": recover_step, "steps_per_epoch": 100}))
+        write(trial_dir / "recover_info" / "dataloader_info.pkl", b"\x80\x04N.")
+    return trial_dir
+
+
+def megatron_tree(save: Path, iters: tuple[int, ...] = (100, 200), tracker: str | None = "200") -> Path:
+    for it in iters:
+        d = save / f"iter_{it:07d}"
+        write(d / "__0_0.distcp", b"\x05" * 128)
+        write(d / "__1_0.distcp", b"\x05" * 128)
+        write(d / ".metadata", b"\x06" * 8)
+        write(d / "common.pt", b"\x07" * 8)
+    if tracker is not None:
+        write(save / "latest_checkpointed_iteration.txt", tracker)
+    return save
+
+
+def tree_fingerprint(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p): (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+# --------------------------------------------------------------------------- AReaL
+
+
+def test_areal_listing_steps_sizes_and_names(tmp_path: Path) -> None:
+    areal_tree(tmp_path)
+    report = list_checkpoints(tmp_path, mounts=VOLUME)
+    assert report.layout == "areal"
+    hf = [c for c in report.checkpoints if c.kind == "areal_hf"]
+    assert [c.step for c in hf] == [49, 99, 149, 199]
+    assert hf[2].epoch == 1 and hf[2].epoch_step == 49
+    assert all(c.valid and c.size_bytes > 0 and c.mtime > 0 for c in hf)
+    assert (hf[0].user, hf[0].experiment, hf[0].trial, hf[0].role) == ("root", "gsm8k-grpo-cloud-1hour", "trial_20250101_120000", "default")
+    recover = [c for c in report.checkpoints if c.kind == "areal_recover"]
+    assert [(c.step, c.ranks, c.valid) for c in recover] == [(199, 2, True)]
+    assert report.experiments == {"gsm8k-grpo-cloud-1hour": ["trial_20250101_120000"]}
+    assert [i.id for i in report.issues] == []
+
+
+def test_any_level_of_the_tree_works(tmp_path: Path) -> None:
+    trial_dir = areal_tree(tmp_path)
+    for root in (tmp_path / "checkpoints", tmp_path / "checkpoints" / "root", trial_dir):
+        report = list_checkpoints(root, mounts=VOLUME)
+        assert len(report.checkpoints) == 5, root
+
+
+def test_auto_recover_plan(tmp_path: Path) -> None:
+    areal_tree(tmp_path)
+    report = list_checkpoints(tmp_path, mounts=VOLUME)
+    plan = recovery_plan(report)
+    assert plan.mode == "auto-recover" and plan.resume_from.step == 199
+    assert plan.config_lines == ["experiment_name=gsm8k-grpo-cloud-1hour", "trial_name=trial_20250101_120000", "recover.mode=auto"]
+    assert "recover.mode=auto" in plan.command and "areal.launcher.local" in plan.command
+    assert any("batch_size" in k for k in plan.keep_unchanged) and any("n_samples" in k for k in plan.keep_unchanged)
+    assert any("n_nodes" in k for k in plan.keep_unchanged)
+
+
+def test_step_188_before_step(tmp_path: Path) -> None:
+    """Seed 004: rewards collapsed at step 188; the recovery checkpoint (199) is already past it."""
+    areal_tree(tmp_path)
+    report = list_checkpoints(tmp_path, before_step=188, mounts=VOLUME)
+    assert [c.step for c in report.selected()] == [49, 99, 149]
+    plan = recovery_plan(report)
+    assert plan.mode == "from-weights" and plan.resume_from.step == 149
+    assert f"actor.path={plan.resume_from.path}" in plan.config_lines
+    assert "trial_name=trial_20250101_120000_from_step149" in plan.config_lines
+    assert any("not before step 188" in n for n in plan.notes)
+    data = report.to_dict()
+    assert [c["step"] for c in data["checkpoints"]] == [49, 99, 149] and data["all_checkpoints"] == 5
+
+
+def test_plan_lists_what_differs_in_the_new_config(tmp_path: Path) -> None:
+    areal_tree(tmp_path, ranks=4)
+    report = list_checkpoints(tmp_path, mounts=VOLUME)
+    config = parse_areal_config(
+        f"experiment_name: gsm8k-grpo-cloud-1hour\ntrial_name: trial0\ncluster:\n  fileroot: {tmp_path}\n"
+        "actor:\n  backend: fsdp:d8\ntrain_dataset:\n  batch_size: 4\ngconfig:\n  n_samples: 4\n"
+    )
+    plan = recovery_plan(report, config=config)
+    assert any(d.startswith("trial_name: config has 'trial0'") for d in plan.differences)
+    assert any("written by 4 rank(s)" in d and "fsdp:d8" in d for d in plan.differences)
+    assert "train_dataset.batch_size = 4" in plan.keep_unchanged
+
+
+def test_name_filters_and_mismatch_hints(tmp_path: Path) -> None:
+    areal_tree(tmp_path)
+    areal_tree(tmp_path, trial="trial_20250102_080000", steps=(10,), recover_step=None)
+    report = list_checkpoints(tmp_path, trial_name="trial_20250102_080000", mounts=VOLUME)
+    assert [c.step for c in report.checkpoints] == [10]
+    report = list_checkpoints(tmp_path, experiment_name="gsm8k-grpo-cloud-1hr", mounts=VOLUME)
+    issue = next(i for i in report.issues if i.id == "name-mismatch")
+    assert "did you mean experiment 'gsm8k-grpo-cloud-1hour'" in issue.message
+    assert issue.citation.ref == "recovery-config-changed"
+    assert any(i.id == "no-checkpoints" for i in report.issues)
+
+
+def test_damaged_areal_checkpoints(tmp_path: Path) -> None:
+    trial_dir = areal_tree(tmp_path, steps=(49, 99, 149))
+    (trial_dir / "default" / "epoch0epochstep49globalstep49" / "model.safetensors").write_bytes(b"")
+    sharded = hf_save(trial_dir / "default" / "epoch1epochstep0globalstep100", shards=3)
+    (sharded / "model-00002-of-00003.safetensors").unlink()
+    (trial_dir / "default" / "epoch0epochstep99globalstep99" / "config.json").unlink()
+    (trial_dir / "recover_info" / "step_info.json").write_text("{not json")
+    (trial_dir / "default" / "recover_checkpoint" / ".metadata").unlink()
+    report = list_checkpoints(tmp_path, mounts=VOLUME)
+    by_step = {c.step: c for c in report.checkpoints if c.kind == "areal_hf"}
+    assert "empty weight file" in by_step[49].issues[0]
+    assert "no config.json" in by_step[99].issues[0]
+    assert "model-00002-of-00003.safetensors" in by_step[100].issues[0]
+    assert by_step[149].valid
+    recover = next(c for c in report.checkpoints if c.kind == "areal_recover")
+    assert any("does not parse" in i for i in recover.issues) and any(".metadata" in i for i in recover.issues)
+    assert any(i.severity == "error" and i.citation.ref == "recover-checkpoint-invalid" for i in report.issues)
+    plan = recovery_plan(report)
+    assert plan.mode == "from-weights" and plan.resume_from.step == 149
+    assert any("damaged" in n for n in plan.notes)
+
+
+def test_older_recover_layout_with_step_info_inside(tmp_path: Path) -> None:
+    trial_dir = tmp_path / "checkpoints" / "root" / "exp" / "trial"
+    rc = trial_dir / "recover_checkpoint"
+    write(rc / "__0_0.distcp", b"\x01" * 8)
+    write(rc / ".metadata", b"\x01")
+    write(rc / "step_info.json", json.dumps({"epoch": 0, "epoch_step": 41, "global_step": 41, "steps_per_epoch": 100}))
+    report = list_checkpoints(tmp_path, mounts=VOLUME)
+    (c,) = report.checkpoints
+    assert (c.kind, c.step, c.experiment, c.trial, c.valid) == ("areal_recover", 41, "exp", "trial", True)
+    assert recovery_plan(report).mode == "auto-recover"
+
+
+def test_no_recover_checkpoint_and_nothing_at_all(tmp_path: Path) -> None:
+    areal_tree(tmp_path / "a", recover_step=None, steps=(20,))
+    plan = recovery_plan(list_checkpoints(tmp_path / "a", mounts=VOLUME))
+    assert plan.mode == "from-weights" and any("recover.freq" in n for n in plan.notes)
+    (tmp_path / "empty").mkdir()
+    report = list_checkpoints(tmp_path / "empty", mounts=VOLUME)
+    assert report.layout == "empty" and [i.id for i in report.issues] == ["no-checkpoints"]
+    assert report.issues[0].citation.ref == "no-checkpoints-found"
+    assert recovery_plan(report).mode == "none"
+
+
+# --------------------------------------------------------------------------- slime / Megatron
+
+
+def test_megatron_listing_and_resume(tmp_path: Path) -> None:
+    save = megatron_tree(tmp_path / "ckpt")
+    report = list_checkpoints(save, mounts=VOLUME)
+    assert report.layout == "slime" and report.tracker_iteration == 200
+    assert [(c.step, c.valid) for c in report.checkpoints] == [(100, True), (200, True)]
+    plan = recovery_plan(report)
+    assert plan.mode == "megatron-load" and plan.config_lines == ["--load", str(save)]
+    report = list_checkpoints(save, before_step=150, mounts=VOLUME)
+    plan = recovery_plan(report)
+    assert plan.config_lines == ["--load", str(save), "--ckpt-step", "100"]
+
+
+def test_megatron_tracker_problems(tmp_path: Path) -> None:
+    missing = megatron_tree(tmp_path / "a", tracker="300")
+    ids = [i.id for i in list_checkpoints(missing, mounts=VOLUME).issues]
+    assert ids == ["tracker-missing-iter"]
+    behind = megatron_tree(tmp_path / "b", iters=(100, 200), tracker="100")
+    report = list_checkpoints(behind, mounts=VOLUME)
+    assert [i.id for i in report.issues] == ["tracker-behind"]
+    assert recovery_plan(report).config_lines == ["--load", str(behind)]  # what the tracker names
+    absent = megatron_tree(tmp_path / "c", tracker=None)
+    issues = list_checkpoints(absent, mounts=VOLUME).issues
+    assert [i.id for i in issues] == ["tracker-absent"] and issues[0].citation.ref == "megatron-tracker-file"
+    garbage = megatron_tree(tmp_path / "d", tracker="latest")
+    assert [i.id for i in list_checkpoints(garbage, mounts=VOLUME).issues] == ["tracker-invalid"]
+
+
+def test_interrupted_megatron_save(tmp_path: Path) -> None:
+    save = megatron_tree(tmp_path / "ckpt", iters=(100,), tracker="100")
+    (save / "iter_0000200").mkdir()
+    write(save / "iter_0000300" / "__0_0.distcp", b"\x01")
+    report = list_checkpoints(save, mounts=VOLUME)
+    by_step = {c.step: c for c in report.checkpoints}
+    assert "empty iteration directory" in by_step[200].issues[0]
+    assert ".metadata" in by_step[300].issues[0]
+    plan = recovery_plan(report)
+    assert plan.resume_from.step == 100
+
+
+def test_slime_plan_differences(tmp_path: Path) -> None:
+    from rlmedic.tools.slime_args import parse_slime_args
+
+    save = megatron_tree(tmp_path / "ckpt")
+    report = list_checkpoints(save, mounts=VOLUME)
+    plan = recovery_plan(report, config=parse_slime_args(["--save", str(save), "--load", "/root/base"]))
+    assert plan.differences == [f"--load is /root/base: it must point at {save}"]
+
+
+# --------------------------------------------------------------------------- plain HF, storage, safety
+
+
+def test_plain_hf_dirs(tmp_path: Path) -> None:
+    hf_save(tmp_path / "run" / "checkpoint-500")
+    hf_save(tmp_path / "run" / "checkpoint-1000", empty=True)
+    report = list_checkpoints(tmp_path, mounts=VOLUME)
+    assert report.layout == "hf"
+    assert [(c.step, c.valid) for c in report.checkpoints] == [(500, True), (1000, False)]
+    plan = recovery_plan(report)
+    assert plan.mode == "from-weights" and plan.resume_from.step == 500
+
+
+def test_storage_warnings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    areal_tree(tmp_path)
+    overlay = [Mount("/", "overlay", "overlay")]
+    volume = [Mount("/", "overlay", "overlay"), Mount(str(tmp_path), "nfs4", "server:/vol")]
+    assert [i.id for i in list_checkpoints(tmp_path, mounts=overlay).issues] == ["ephemeral-storage"]
+    assert list_checkpoints(tmp_path, mounts=volume).issues == []
+    monkeypatch.chdir(tmp_path)
+    report = list_checkpoints("checkpoints", mounts=volume)
+    assert [i.id for i in report.issues] == ["relative-root"]
+    assert report.issues[0].citation.ref == "checkpoints-not-on-persistent-volume"
+    assert mount_for("/workspace/outputs/x", [Mount("/", "overlay"), Mount("/workspace", "fuse")]).mountpoint == "/workspace"
+    assert [i.id for i in storage_issues("/tmp/x", Path("/tmp/x"), [])] == ["ephemeral-storage"]
+
+
+def test_listing_is_read_only_and_confined(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    areal_tree(root)
+    secret = write(tmp_path / "outside" / "iter_0000999" / "__0_0.distcp")
+    (root / "checkpoints" / "escape").symlink_to(secret.parent.parent, target_is_directory=True)
+    before = tree_fingerprint(root)
+    report = list_checkpoints(root, before_step=150, mounts=VOLUME)
+    recovery_plan(report)
+    assert tree_fingerprint(root) == before
+    assert all("outside" not in c.path for c in report.checkpoints)
+    with pytest.raises(UserError):
+        list_checkpoints(root, confinement=Confinement(roots=[tmp_path / "elsewhere"]))
+
+
+def test_huge_trees_stop_at_the_cap(tmp_path: Path) -> None:
+    areal_tree(tmp_path)
+    report = list_checkpoints(tmp_path, max_entries=10, mounts=VOLUME)
+    assert report.truncated and any(i.id == "truncated" for i in report.issues)
+
+
+def test_not_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="not a directory"):
+        list_checkpoints(write(tmp_path / "f"))
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_checkpoints_json(tmp_path: Path) -> None:
+    areal_tree(tmp_path)
+    result = runner.invoke(app, ["checkpoints", str(tmp_path), "--before-step", "188", "--json",
+                                 "--experiment-name", "gsm8k-grpo-cloud-1hour"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [c["step"] for c in data["checkpoints"]] == [49, 99, 149]
+    assert data["plan"]["mode"] == "from-weights"
+    assert all({"step", "time", "size_bytes", "valid", "path"} <= set(c) for c in data["checkpoints"])
+
+
+def test_cli_checkpoints_text_with_config(tmp_path: Path) -> None:
+    areal_tree(tmp_path / "out")
+    config = tmp_path / "c.yaml"
+    config.write_text("experiment_name: gsm8k-grpo-cloud-1hour\ntrial_name: trial_20250101_120000\n")
+    result = runner.invoke(app, ["checkpoints", str(tmp_path / "out"), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "Recovery plan (areal, auto-recover)" in result.stdout
+    assert "recover.mode=auto" in result.stdout and "step     199" in result.stdout
+
+
+def test_cli_checkpoints_missing_root(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["checkpoints", str(tmp_path / "nope")])
+    assert result.exit_code == 2 and "no such file" in result.stderr
+
+
+def test_fixture_dirs_exist() -> None:
+    assert FIXTURES.is_dir() and os.access(FIXTURES, os.R_OK)
