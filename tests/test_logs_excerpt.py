@@ -1,0 +1,37 @@
+"""The LLM excerpt: bounded, centred on the root error, repeats collapsed, line numbers kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import FIXTURES
+from rlmedic.tools.excerpt import build_excerpt, excerpt_text
+
+
+def test_excerpt_centres_on_root_and_keeps_line_numbers() -> None:
+    text = build_excerpt(FIXTURES / "logs" / "multirank", max_lines=40)
+    assert text.startswith("# rlmedic: root cause cuda-oom")
+    assert "==> " in text and "rank2.log <==" in text
+    assert "> 13 | torch.OutOfMemoryError" in text
+    assert len(text.splitlines()) <= 40 + 12  # budget + headers and gap markers
+
+
+def test_repeated_lines_are_collapsed(tmp_path: Path) -> None:
+    lines = [f"[2025-11-22 10:00:{i % 60:02d}] retrying request {i} to 10.0.0.2:30000" for i in range(200)]
+    lines.append("RuntimeError: CUDA error: an illegal memory access was encountered")
+    log = tmp_path / "r.log"
+    log.write_text("\n".join(lines) + "\n")
+    text = build_excerpt(log, max_lines=60)
+    assert "similar line(s) collapsed" in text
+    assert "> 201 | RuntimeError: CUDA error: an illegal memory access was encountered" in text
+    assert len(text) < 4000
+
+
+def test_token_budget(tmp_path: Path) -> None:
+    text = excerpt_text((FIXTURES / "logs" / "signatures" / "cuda-oom.log").read_text(), max_tokens=100)
+    assert len(text) <= 400
+
+
+def test_no_error_shows_head_or_tail(tmp_path: Path) -> None:
+    text = excerpt_text("all good\nstep 1 done\n")
+    assert text.startswith("# rlmedic: no error-level finding") and "all good" in text
