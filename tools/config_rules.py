@@ -276,8 +276,9 @@ _CATEGORY_PHASE = {"oom_generation": "generation", "oom_training": "training", "
 _CARD_PHASE = {"oom-initialization": "initialization", "oom-data-transfer": "data_transfer",
                "oom-colocated": "colocated", "oom-consumer-gpu": "colocated",
                "sglang-disconnect-long-run": "connection", "weight-sync-timeout": "connection"}
-_SPOT_CARDS = {"spot-interruption", "recovery-checkpoint-missing", "recovery-config-changed", "no-checkpoints-found",
-               "recover-checkpoint-invalid", "checkpoints-not-on-persistent-volume"}
+#: Findings that show the run lives on preemptible machines or failed to resume.
+_SPOT_CARDS = {"spot-interruption", "recovery-config-changed", "no-checkpoints-found", "recover-checkpoint-invalid",
+               "checkpoints-not-on-persistent-volume", "wandb-running-but-stopped", "training-crash-no-error"}
 
 
 @dataclass
@@ -293,7 +294,7 @@ class LintContext:
 
     @property
     def is_spot(self) -> bool:
-        return self.spot or any(f.card in _SPOT_CARDS or f.category == "checkpoint_recovery" for f in self.findings)
+        return self.spot or any(f.card in _SPOT_CARDS for f in self.findings)
 
     @property
     def phases(self) -> list[str]:
@@ -866,8 +867,10 @@ def _areal_recover_mode(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[
         return []
     key = "recover.mode"
     shown = "disabled (the default)" if mode is None else repr(mode)
+    # a log that shows no recovery checkpoint was written makes this at least a warning
+    severity = None if ctx.is_spot or not ctx.saw(cards=("recovery-checkpoint-missing",)) else "warning"
     return [rule.problem(ctx, key, f"{key} is {shown}: a restarted run starts from step 0 instead of resuming",
-                         line=cfg.line(key) or cfg.line("recover"),
+                         line=cfg.line(key) or cfg.line("recover"), severity=severity,
                          changes=[rule.change(key, mode, "auto", "resume from the last recovery checkpoint when restarted "
                                               "with the same experiment_name and trial_name")])]
 
