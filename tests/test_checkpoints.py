@@ -7,14 +7,19 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from conftest import FIXTURES
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
 from rlmedic.tools.areal_config import parse_areal_config
-from rlmedic.tools.checkpoints import Mount, list_checkpoints, mount_for, recovery_plan, storage_issues
+from rlmedic.tools.checkpoints import (
+    Mount,
+    list_checkpoints,
+    mount_for,
+    recovery_plan,
+    storage_issues,
+)
 from rlmedic.ui.cli import app
+from typer.testing import CliRunner
 
 runner = CliRunner()
 VOLUME = [Mount("/", "ext4", "/dev/sda1")]  # a tree on a real disk: no storage warning

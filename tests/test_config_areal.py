@@ -6,7 +6,6 @@ import io
 from pathlib import Path
 
 import pytest
-
 from conftest import SHARED
 from rlmedic.errors import UserError
 from rlmedic.tools.areal_config import (

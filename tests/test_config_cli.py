@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from conftest import FIXTURES, REPO, SHARED
 from rlmedic.ui.cli import app
+from typer.testing import CliRunner
 
 AREAL = FIXTURES / "configs" / "areal"
 SLIME = FIXTURES / "configs" / "slime"

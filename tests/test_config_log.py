@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from conftest import FIXTURES
 from rlmedic.tools.fix_config import fix_config
 from rlmedic.ui.cli import app
+from typer.testing import CliRunner
 
 AREAL = FIXTURES / "configs" / "areal"
 SLIME = FIXTURES / "configs" / "slime"

@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, SHARED
 from rlmedic.errors import UserError
 from rlmedic.knowledge.cards import card_by_id
@@ -89,7 +88,7 @@ def test_rules_table_is_valid_and_cites_existing_cards() -> None:
         for citation in rule.citations:
             if citation.kind == "card":
                 assert card_by_id(citation.ref) is not None, f"{rule.id} cites missing card {citation.ref}"
-    for framework, phases in load_remedies().items():
+    for phases in load_remedies().values():
         for remedies in phases.values():
             for remedy in remedies:
                 for citation in remedy.citations:

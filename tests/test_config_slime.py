@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import FIXTURES
 from rlmedic.errors import UserError
-from rlmedic.tools.slime_args import load_slime_launch, looks_like_slime, parse_slime_args, parse_slime_launch, tokenize
+from rlmedic.tools.slime_args import (
+    load_slime_launch,
+    looks_like_slime,
+    parse_slime_args,
+    parse_slime_launch,
+    tokenize,
+)
 
 SLIME = FIXTURES / "configs" / "slime"
 

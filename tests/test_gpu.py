@@ -7,8 +7,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from typer.testing import CliRunner
-
 from conftest import FIXTURES
 from rlmedic.errors import UserError
 from rlmedic.tools.gpu import (
@@ -29,6 +27,7 @@ from rlmedic.tools.gpu import (
     save_snapshot,
 )
 from rlmedic.ui.cli import app
+from typer.testing import CliRunner
 
 GPU = FIXTURES / "gpu"
 runner = CliRunner()

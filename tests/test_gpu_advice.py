@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
 from rlmedic.confine import Confinement
 from rlmedic.tools.gpu import GIB, load_snapshot
@@ -109,3 +108,12 @@ def test_unattributed_memory_is_reported() -> None:
     snap = GpuSnapshot.from_dict(data, where=str(path))
     advice = [a for a in gpu_advice(snap) if a.id == "unattributed-memory"]
     assert advice and "40.0 GiB" in advice[0].message
+
+
+def test_advice_as_findings() -> None:
+    from rlmedic.types import CATEGORIES
+
+    findings = [a.to_finding() for a in gpu_advice(load_snapshot(GPU / "a40_leftovers.json"))]
+    assert all(f.category in CATEGORIES for f in findings)
+    leftover = next(f for f in findings if f.id == "gpu:leftover-process:0")
+    assert leftover.card == "oom-initialization" and "kill 4121" in leftover.fixes[0].action

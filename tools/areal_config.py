@@ -173,7 +173,7 @@ class ArealConfig:
         except (KeyError, IndexError, ValueError, AttributeError, TypeError):
             return None
 
-    def keys(self) -> Iterator[str]:
+    def dotted_keys(self) -> Iterator[str]:
         """Every dotted key of the file (mappings inside lists use the item index)."""
         yield from _walk_keys(self.data, "")
 

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-
 from rlmedic.errors import UserError
 from rlmedic.types import Citation, Finding, Fix, severity_rank
 
@@ -445,7 +444,8 @@ def _plain_value(value: Any) -> Any:
     return value
 
 
-def _areal_model(cfg: ArealConfig, ctx: LintContext) -> ModelSpec | None:
+def areal_model(cfg: ArealConfig, ctx: LintContext) -> ModelSpec | None:
+    """Architecture facts of ``actor.path`` (context override, local config.json, or the shipped table)."""
     if ctx.model is not None:
         return ctx.model
     from rlmedic.tools.gpu_advice import model_spec
@@ -623,7 +623,7 @@ _LEGACY_SP_KEYS = ("actor.fsdp.ulysses_sp_size", "fsdp.ulysses_sp_size")
 @check("areal_ulysses_sp_divisibility")
 def _areal_ulysses(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
     layout = areal_layout(cfg)
-    model = _areal_model(cfg, ctx)
+    model = areal_model(cfg, ctx)
     heads = model.heads if model else None
     problems = []
     train = layout.train
@@ -681,10 +681,14 @@ def colocation_report(cfg: ArealConfig, ctx: LintContext, *, mem_fraction: float
     """The colocation budget for this config on the snapshot's smallest GPU (None if unknown)."""
     from rlmedic.tools.areal_config import default_of
     from rlmedic.tools.gpu import ROLE_SGLANG, ROLE_TRAINER
-    from rlmedic.tools.gpu_advice import colocation_fit, estimate_trainer_memory, smallest_gpu
+    from rlmedic.tools.gpu_advice import (
+        colocation_fit,
+        estimate_trainer_memory,
+        smallest_gpu,
+    )
 
     gpu = smallest_gpu(ctx.snapshot)
-    model = _areal_model(cfg, ctx)
+    model = areal_model(cfg, ctx)
     if gpu is None or model is None:
         return None
     layout = areal_layout(cfg)
@@ -695,10 +699,10 @@ def colocation_report(cfg: ArealConfig, ctx: LintContext, *, mem_fraction: float
     if tokens is None:
         tokens = (_int(cfg.get("train_dataset.max_length")) or 1024) + (_int(cfg.get("gconfig.max_new_tokens")) or 1024)
     ckpt = gradient_checkpointing if gradient_checkpointing is not None else bool(cfg.get("actor.gradient_checkpointing"))
-    optimizer = cfg.get("actor.optimizer.type") if cfg.get("actor.optimizer") is not None else None
+    # actor.optimizer: null means no training; a section without a type means AReaL's default (adam)
+    optimizer = None if cfg.get("actor.optimizer") is None else str(cfg.get("actor.optimizer.type") or "adam")
     trainer = estimate_trainer_memory(
-        model, dtype=str(cfg.get("actor.dtype") or "bfloat16"), optimizer=optimizer if optimizer is not None else (
-            "adam" if cfg.has("actor.optimizer") is False else None),
+        model, dtype=str(cfg.get("actor.dtype") or "bfloat16"), optimizer=optimizer,
         gradient_checkpointing=ckpt, max_tokens_per_mb=tokens,
         shards=layout.train.world if layout.train else 1,
         offload=bool(cfg.get("actor.offload")) or bool(cfg.get("enable_offload")),
@@ -788,7 +792,7 @@ def _areal_attention_backend(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> 
 
 def _fileroot_keys(cfg: ArealConfig) -> list[str]:
     keys = ["cluster.fileroot"] if cfg.has("cluster.fileroot") else []
-    keys += [k for k in cfg.keys() if k.endswith(".fileroot") and k != "cluster.fileroot" and k.count(".") == 1]
+    keys += [k for k in cfg.dotted_keys() if k.endswith(".fileroot") and k != "cluster.fileroot" and k.count(".") == 1]
     return keys
 
 

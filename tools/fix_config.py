@@ -32,9 +32,9 @@ from rlmedic.tools.config_rules import (
     LintContext,
     Problem,
     Remedy,
-    load_remedies,
     lint_areal,
     lint_slime,
+    load_remedies,
 )
 from rlmedic.types import Finding, severity_rank
 
@@ -272,10 +272,10 @@ def _r_grad_ckpt(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 @remedy("ulysses-context-parallel")
 def _r_ulysses(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     from rlmedic.tools.areal_config import parse_backend
-    from rlmedic.tools.config_rules import _areal_model
+    from rlmedic.tools.config_rules import areal_model
 
     raw = cfg.get(r.key)
-    model = _areal_model(cfg, ctx)
+    model = areal_model(cfg, ctx)
     if not isinstance(raw, str) or model is None:
         return None
     try:
@@ -345,7 +345,10 @@ def _r_colocated_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change]
 
 @remedy("request-timeouts")
 def _r_timeouts(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
-    from rlmedic.tools.config_rules import LONG_RUN_REQUEST_RETRIES, LONG_RUN_REQUEST_TIMEOUT
+    from rlmedic.tools.config_rules import (
+        LONG_RUN_REQUEST_RETRIES,
+        LONG_RUN_REQUEST_TIMEOUT,
+    )
 
     out = []
     timeout, retries = _num(cfg.get("rollout.request_timeout")), _num(cfg.get("rollout.request_retries"))

@@ -12,6 +12,7 @@ snapshot with ``status`` set, not an error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -364,10 +365,8 @@ class NvmlProvider:
             for index in range(count):
                 snap.gpus.append(_read_device(nvml, index, self.with_processes))
         finally:
-            try:
+            with contextlib.suppress(nvml.NVMLError):
                 nvml.nvmlShutdown()
-            except nvml.NVMLError:
-                pass
         if not snap.gpus:
             snap.status = STATUS_NO_DEVICES
             visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -440,9 +439,8 @@ def _read_device(nvml: Any, index: int, with_processes: bool) -> GpuInfo:
             info.ecc_uncorrected_aggregate = _safe(
                 nvml, nvml.nvmlDeviceGetTotalEccErrors, handle, uncorrected, nvml.NVML_AGGREGATE_ECC
             )
-    reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
-    )
+    # renamed from "throttle" to "clocks event" reasons in newer NVML bindings
+    reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
     info.clocks_event_reasons = _safe(nvml, reasons_fn, handle)
     info.sm_clock = _safe(nvml, nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM)
     info.sm_clock_max = _safe(nvml, nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_SM)

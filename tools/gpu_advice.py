@@ -15,12 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
 from rlmedic.tools.config_rules import card_citation
-from rlmedic.tools.gpu import GIB, ROLE_SGLANG, ROLE_TRAINER, SLOWDOWN_REASONS, GpuInfo, GpuSnapshot
-from rlmedic.types import Citation
+from rlmedic.tools.gpu import (
+    GIB,
+    ROLE_SGLANG,
+    ROLE_TRAINER,
+    SLOWDOWN_REASONS,
+    GpuInfo,
+    GpuSnapshot,
+)
+from rlmedic.types import Citation, Finding, Fix
 
 MODEL_SPECS_PATH = Path(__file__).parent / "data" / "model_specs.yaml"
 
@@ -319,6 +325,10 @@ def colocation_fit(
 # --------------------------------------------------------------------------- snapshot advice
 
 
+_ADVICE_CATEGORY = {"clocks-slowdown": "performance", "attention-backend": "install_env",
+                    "consumer-gpu-memory": "config_constraint"}
+
+
 @dataclass
 class Advice:
     id: str
@@ -328,6 +338,19 @@ class Advice:
     action: str = ""
     citation: Citation | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_finding(self) -> Finding:
+        """The shared vocabulary, for renderers and the agent."""
+        return Finding(
+            id=f"gpu:{self.id}" + (f":{self.gpu}" if self.gpu is not None else ""),
+            category=_ADVICE_CATEGORY.get(self.id, "other"),
+            severity=self.severity,  # type: ignore[arg-type]
+            summary=self.message,
+            evidence={"gpu": self.gpu, **self.evidence},
+            fixes=[Fix(action=self.action, citation=self.citation)] if self.action else [],
+            citations=[self.citation] if self.citation else [],
+            card=self.citation.ref if self.citation and self.citation.kind == "card" else "",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
