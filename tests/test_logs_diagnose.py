@@ -232,8 +232,8 @@ def test_to_dict_contract() -> None:
     json.dumps(data)
 
 
-def test_engines_agree(tmp_path: Path) -> None:
-    pytest.importorskip  # noqa: B018 - keep the import used
+def test_engines_agree() -> None:
+    """The pure-Python prefilter and the default engine (Hyperscan when installed) agree."""
     results = []
     for engine in ("python", "auto"):
         diag = diagnose([LOGS / "multirank"], engine=engine)
@@ -247,7 +247,13 @@ def test_small_chunks_give_the_same_answer(tmp_path: Path) -> None:
     from rlmedic.tools.metrics import MetricCollector
     from rlmedic.tools.signatures import builtin_catalog
 
-    path = LOGS / "scenarios" / "zero_reward_sglang_down.log"
+    noise = "".join(
+        f"[2025-11-22 10:00:{i % 60:02d} TP0] Decode batch. #running-req: {i % 97}, #token: {i * 7}, token usage: 0.5\n"
+        for i in range(9000)
+    )
+    path = tmp_path / "long.log"
+    path.write_text(noise + (LOGS / "scenarios" / "zero_reward_sglang_down.log").read_text() + noise)
+    assert path.stat().st_size > 4 * 2 * (logscan.KEEP_BEFORE + logscan.AFTER_RESERVE)
     catalog = builtin_catalog()
     answers = []
     for chunk in (logscan.CHUNK, 1):  # 1 -> the minimum: many chunk boundaries
@@ -256,8 +262,9 @@ def test_small_chunks_give_the_same_answer(tmp_path: Path) -> None:
         conf = Confinement.for_paths([path])
         result = scanner.scan(logscan.expand_paths([path], conf)[0], conf)
         diag = _Builder(catalog, result, metrics).build()
-        answers.append([(f.id, f.line, f.evidence["count"]) for f in diag.findings])
+        answers.append([(f.id, f.line, f.evidence["count"], f.evidence["excerpt"]) for f in diag.findings])
     assert answers[0] == answers[1]
+    assert answers[0][0][:2] == ("rollout-connection-error", 9061)
 
 
 def test_confinement_refuses_escapes(tmp_path: Path) -> None:
