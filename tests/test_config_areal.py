@@ -290,3 +290,19 @@ def test_roundtrip_dump_is_yaml() -> None:
 
     text = roundtrip_dump(parse_areal_config(SAMPLE))
     assert YAML().load(io.StringIO(text))["cluster"]["n_gpus_per_node"] == 8
+
+
+def test_flow_collections_edit_in_place() -> None:
+    config = parse_areal_config("stats_logger:\n  wandb: {mode: disabled, project: x}\n  tags: [a, b]\nseed: 1")
+    config.set("stats_logger.wandb.mode", "online")
+    config.set("stats_logger.tags.1", "c")
+    assert config.dump() == "stats_logger:\n  wandb: {mode: online, project: x}\n  tags: [a, c]\nseed: 1"
+    with pytest.raises(UserError, match="flow mapping"):
+        config.set("stats_logger.wandb.entity", "me")
+
+
+def test_insert_keeps_blank_lines_and_comments_between_sections() -> None:
+    config = parse_areal_config("a:\n  x: 1\n\n# about b\nb:\n  y: 2")
+    config.set("a.w", 4)
+    config.set("b.z", 3)
+    assert config.dump() == "a:\n  x: 1\n  w: 4\n\n# about b\nb:\n  y: 2\n  z: 3\n"

@@ -276,7 +276,8 @@ class ArealConfig:
                 )
                 return lines
         line = lines[row]
-        end = _scalar_end(line, col)
+        flow = getattr(parent, "fa", None) is not None and parent.fa.flow_style()
+        end = _scalar_end(line, col, flow=flow)
         if end is None:
             raise UserError(f"{self.path}: {'.'.join(parts)} spans several lines; edit it by hand")
         new = format_scalar(value)
@@ -428,8 +429,11 @@ def _comment_start(text: str) -> int | None:
     return None if match is None else match.start() + (1 if match.group(1) else 0)
 
 
-def _scalar_end(line: str, col: int) -> int | None:
-    """End column of the one-line scalar starting at ``col``; None for block/multi-line scalars."""
+def _scalar_end(line: str, col: int, flow: bool = False) -> int | None:
+    """End column of the one-line scalar starting at ``col``; None for block/multi-line scalars.
+
+    Inside a flow collection (``{a: 1, b: 2}``) a plain scalar also ends at ``,``, ``}`` or ``]``.
+    """
     body = line.rstrip("\r\n")
     if col >= len(body):
         return None
@@ -452,6 +456,9 @@ def _scalar_end(line: str, col: int) -> int | None:
     rest = body[col:]
     comment = _comment_start(rest)
     value = rest if comment is None else rest[:comment]
+    if flow:
+        stop = re.search(r"[,}\]]", value)
+        value = value if stop is None else value[: stop.start()]
     return col + len(value.rstrip())
 
 
