@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,8 @@ from rlmedic.ui.cli import app
 from typer.testing import CliRunner
 
 runner = CliRunner()
-VOLUME = [Mount("/", "ext4", "/dev/sda1")]  # a tree on a real disk: no storage warning
+# trees on a real disk (pytest's tmp dirs live under /tmp: give /tmp its own disk here)
+VOLUME = [Mount("/", "ext4", "/dev/sda1"), Mount(tempfile.gettempdir(), "xfs", "/dev/sdb1")]
 
 
 def write(path: Path, data: bytes | str = b"\x01" * 64) -> Path:
@@ -119,7 +121,7 @@ def test_step_188_before_step(tmp_path: Path) -> None:
     assert [c.step for c in report.selected()] == [49, 99, 149]
     plan = recovery_plan(report)
     assert plan.mode == "from-weights" and plan.resume_from.step == 149
-    assert f"actor.path={plan.resume_from.path}" in plan.config_lines
+    assert f"actor.path={plan.resume_from.path}" in plan.config_lines and "recover.mode=auto" in plan.config_lines
     assert "trial_name=trial_20250101_120000_from_step149" in plan.config_lines
     assert any("not before step 188" in n for n in plan.notes)
     data = report.to_dict()
@@ -271,7 +273,8 @@ def test_storage_warnings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert [i.id for i in report.issues] == ["relative-root"]
     assert report.issues[0].citation.ref == "checkpoints-not-on-persistent-volume"
     assert mount_for("/workspace/outputs/x", [Mount("/", "overlay"), Mount("/workspace", "fuse")]).mountpoint == "/workspace"
-    assert [i.id for i in storage_issues("/tmp/x", Path("/tmp/x"), [])] == ["ephemeral-storage"]
+    assert [i.id for i in storage_issues("/tmp/x", Path("/tmp/x"), [Mount("/", "ext4")])] == ["ephemeral-storage"]
+    assert storage_issues("/tmp/x", Path("/tmp/x"), [Mount("/", "ext4"), Mount("/tmp", "xfs")]) == []
 
 
 def test_listing_is_read_only_and_confined(tmp_path: Path) -> None:

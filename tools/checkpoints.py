@@ -205,14 +205,16 @@ def storage_issues(root_as_given: str, resolved: Path, mounts: list[Mount] | Non
                             "follows the launch directory, typically the container disk. Use an absolute path on a "
                             "mounted volume.", str(resolved), cite))
     mount = mount_for(resolved, mounts if mounts is not None else system_mounts())
-    if mount is not None:
-        if mount.fstype in EPHEMERAL_FS or (mount.mountpoint == "/" and mount.fstype not in ("ext4", "xfs", "btrfs", "zfs")):
-            issues.append(Issue("ephemeral-storage", "warning",
-                                f"{resolved} lies on {mount.mountpoint} ({mount.fstype}), the container's own disk, not a "
-                                "mounted volume: it is lost when the pod or spot instance goes away.", str(resolved), cite))
-    elif str(resolved).startswith("/tmp/"):
-        issues.append(Issue("ephemeral-storage", "warning", f"{resolved} is under /tmp: lost with the machine.",
-                            str(resolved), cite))
+    under_tmp = str(resolved) == "/tmp" or str(resolved).startswith("/tmp/")
+    if mount is not None and (
+        mount.fstype in EPHEMERAL_FS or (mount.mountpoint == "/" and mount.fstype not in ("ext4", "xfs", "btrfs", "zfs"))
+    ):
+        issues.append(Issue("ephemeral-storage", "warning",
+                            f"{resolved} lies on {mount.mountpoint} ({mount.fstype}), the container's own disk, not a "
+                            "mounted volume: it is lost when the pod or spot instance goes away.", str(resolved), cite))
+    elif under_tmp and (mount is None or not mount.mountpoint.startswith("/tmp")):
+        issues.append(Issue("ephemeral-storage", "warning", f"{resolved} is under /tmp: cleaned on reboot and lost with "
+                            "the machine; keep checkpoints on a mounted volume.", str(resolved), cite))
     return issues
 
 
@@ -552,13 +554,14 @@ def _areal_plan(report: CheckpointReport, config: Any) -> RecoveryPlan:
                             differences=differences, citations=cites + [card_citation("recovery-checkpoint-missing")])
     # AReaL trial names may not contain '-' or '/'
     new_trial = f"{trial}_from_step{hf.step}" if trial else f"resume_step{hf.step}"
-    lines = [f"experiment_name={exp}", f"trial_name={new_trial}", f"actor.path={hf.path}", "recover.mode=disabled"]
+    # a new trial has no recover_info, so recover.mode=auto starts fresh and protects the new run
+    lines = [f"experiment_name={exp}", f"trial_name={new_trial}", f"actor.path={hf.path}", "recover.mode=auto"]
     command = ("python -m areal.launcher.local <your_train_script.py> --config " + shlex.quote(str(config_path)) + " "
                + " ".join(shlex.quote(x) for x in lines))
     notes += [f"restart from the saved weights of global step {hf.step} ({hf.path}) as a new trial; optimizer state, data "
               "position and step counter start fresh (Hugging Face saves hold weights only)",
               "keep ref.path on the original base model if you use a KL penalty"]
-    return RecoveryPlan("areal", "from-weights", hf, command, lines, keep, differences, notes,
+    return RecoveryPlan("areal", "from-weights", hf, command, lines, [], differences, notes,
                         cites + [card_citation("recovery-checkpoint-missing")])
 
 
