@@ -390,9 +390,9 @@ def _import_pynvml() -> Any:
 
 def _init_failure(nvml: Any, exc: Exception) -> tuple[str, str]:
     if isinstance(exc, getattr(nvml, "NVMLError_LibraryNotFound", ())):
-        return STATUS_NO_LIBRARY, "no NVIDIA driver library (libnvidia-ml.so) on this machine: no GPU visible"
+        return STATUS_NO_LIBRARY, "no NVIDIA driver library (libnvidia-ml.so) on this machine"
     if isinstance(exc, getattr(nvml, "NVMLError_DriverNotLoaded", ())):
-        return STATUS_NO_DRIVER, "the NVIDIA kernel driver is not loaded: no GPU visible"
+        return STATUS_NO_DRIVER, "the NVIDIA kernel driver is not loaded"
     if isinstance(exc, getattr(nvml, "NVMLError_NoPermission", ())):
         return STATUS_ERROR, "NVML refused access (no permission to /dev/nvidia*)"
     return STATUS_ERROR, f"NVML failed to start: {exc}"
