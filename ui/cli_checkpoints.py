@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
 
 
 def checkpoints(
-    root: Path = typer.Argument(..., help="A fileroot, its checkpoints/ dir (any level down to the trial), a slime --save dir, or HF save dirs."),
+    root: Path = typer.Argument(..., metavar="ROOT", help="A fileroot, its checkpoints/ dir (any level down to the trial), a slime --save dir, or HF save dirs."),
     experiment_name: Optional[str] = typer.Option(None, "--experiment-name", help="Only this AReaL experiment."),
     trial_name: Optional[str] = typer.Option(None, "--trial-name", help="Only this AReaL trial."),
     before_step: Optional[int] = typer.Option(None, "--before-step", min=0, help="Only checkpoints before this global step (e.g. where rewards collapsed)."),

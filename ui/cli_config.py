@@ -26,7 +26,7 @@ def _snapshot(path: Optional[Path]) -> Any:
 
 
 def lint_config(
-    config: Path = typer.Argument(..., help="AReaL YAML config, or slime run script / argument file."),
+    config: Path = typer.Argument(..., metavar="CONFIG", help="AReaL YAML config, or slime run script / argument file."),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", help=SNAPSHOT_HELP),
     spot: bool = typer.Option(False, "--spot", help=SPOT_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -45,7 +45,7 @@ def lint_config(
 
 
 def fix_config(
-    config: Path = typer.Argument(..., help="AReaL YAML config, or slime run script / argument file (never modified)."),
+    config: Path = typer.Argument(..., metavar="CONFIG", help="AReaL YAML config, or slime run script / argument file (never modified)."),
     log: Optional[list[Path]] = typer.Option(None, "--log", help="Training log(s): the failure phase picks the remedies."),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", help=SNAPSHOT_HELP),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the corrected config here (a new file). Default: print it."),

@@ -26,7 +26,7 @@ def _quiet_model_loading() -> None:
 
 
 def index(
-    paths: list[Path] = typer.Argument(..., help="Files or folders of docs (Markdown, reStructuredText, text)."),
+    paths: list[Path] = typer.Argument(..., metavar="PATH", help="Files or folders of docs (Markdown, reStructuredText, text)."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -54,7 +54,7 @@ def index(
 
 
 def search(
-    query: str = typer.Argument(..., help="What to look for: words, a config key, an error string."),
+    query: str = typer.Argument(..., metavar="QUERY", help="What to look for: words, a config key, an error string."),
     k: int = typer.Option(5, "-k", min=1, max=50, help="How many results."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
     kind: Optional[str] = typer.Option(None, "--kind", help="Only 'doc' (indexed docs) or 'card' (playbook cards)."),
@@ -81,7 +81,7 @@ def search(
 
 
 def ask(
-    question: str = typer.Argument(..., help="Your question, an error message, or pasted log lines."),
+    question: str = typer.Argument(..., metavar="QUESTION", help="Your question, an error message, or pasted log lines."),
     offline: bool = typer.Option(False, "--offline", help="Answer without an LLM (retrieval + playbook cards)."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the answer as JSON."),

@@ -118,7 +118,7 @@ def render(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
 def register(app: typer.Typer) -> None:
     @app.command("diagnose")
     def diagnose_cmd(
-        paths: list[Path] = typer.Argument(..., help="Log files or directories of per-rank logs (gzip is fine)."),
+        paths: list[Path] = typer.Argument(..., metavar="PATH", help="Log files or directories of per-rank logs (gzip is fine)."),
         as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
         fail_on: FailOn = typer.Option(None, "--fail-on", help="Exit 1 when a finding of this severity (or worse) exists."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every fix and finding."),
@@ -141,7 +141,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("excerpt")
     def excerpt_cmd(
-        paths: list[Path] = typer.Argument(..., help="Log files or directories."),
+        paths: list[Path] = typer.Argument(..., metavar="PATH", help="Log files or directories."),
         max_lines: int = typer.Option(120, "--max-lines", min=10, help="Line budget of the excerpt."),
     ) -> None:
         """Print the most relevant lines of a log (around the root error, repeats collapsed), redacted."""
