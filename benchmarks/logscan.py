@@ -19,12 +19,9 @@ import re
 import shutil
 import subprocess
 import sys
+import random
 import tempfile
 import time
-
-
-
-import random
 from pathlib import Path
 
 _STATS_KEYS = (
