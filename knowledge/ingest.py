@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlmedic.confine import Confinement, redact
 from rlmedic.errors import UserError
 from rlmedic.knowledge.chunking import MAX_DOC_BYTES, Chunk, chunk_document, content_hash, decode_document, discover
 from rlmedic.knowledge.store import FileEntry, Store
@@ -71,16 +72,19 @@ def index_paths(
         roots.append(p.resolve())
     files = discover(roots)
     explicit = {r for r in roots if r.is_file()}
+    # reads go through the one confinement point: a symlink inside a folder that
+    # points outside the folders the user named is refused, not followed
+    confinement = Confinement(roots=roots, max_bytes=max_bytes + 1)
     changed: list[tuple[Path, Path, bytes, str]] = []
     for file, root in files:
         key = str(file)
         try:
-            size = file.stat().st_size
+            size = confinement.check(file).stat().st_size
             if size > max_bytes:
                 raise UserError(
                     f"{file}: {size / 2**20:.1f} MB is over the {max_bytes / 2**20:.0f} MB limit for one document; split it"
                 )
-            data = file.read_bytes()
+            data = confinement.read_bytes(file)
         except PermissionError as exc:
             err = UserError(f"{file}: cannot read ({exc.strerror})")
             if file in explicit:
@@ -129,7 +133,7 @@ def index_paths(
                 raise UserError(msg)
             report.skipped.append(msg)
             continue
-        chunks = chunk_document(text, _display_source(file, root), key)
+        chunks = chunk_document(redact(text), _display_source(file, root), key)
         old = store.manifest.files.get(key)
         if old:
             store.delete(old.chunks)

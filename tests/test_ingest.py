@@ -168,3 +168,24 @@ def test_index_persists_across_processes(docs: Path, tmp_path: Path) -> None:
     assert results[0]["source"] == "docs/a.md"
     assert set(results[0]) >= {"source", "section", "score", "text", "citation"}
     assert (tmp_path / "home" / "index" / "manifest.json").exists()
+
+
+def test_symlinks_out_of_the_folder_are_refused_and_secrets_never_stored(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "private.md").write_text("# Private\n\nnot for the index: the ops runbook\n")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "escape.md").symlink_to(outside / "private.md")
+    (folder / "setup.md").write_text(
+        "# Setup\n\nLog in to W&B before launching the GRPO job.\n\n"
+        "export WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567\n"
+        "export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123\n"
+    )
+    kb = KnowledgeBase(tmp_path / "idx", with_cards=False)
+    report = kb.index([folder])
+    assert [Path(p).name for p in report.added] == ["setup.md"]
+    assert any("escape.md" in s and "outside the allowed roots" in s for s in report.skipped)
+    text = kb.search("W&B login before launching", k=1)[0].text
+    assert "0123456789abcdef" not in text and "hf_abcdefghij" not in text
+    assert "[REDACTED]" in text
