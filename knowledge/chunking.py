@@ -92,7 +92,7 @@ def rst_to_markdown_headings(text: str) -> str:
     return "\n".join(lines)
 
 
-_FAQ_ITEM = re.compile(r"^\s{0,3}(?:\d+[.)]|[-*])\s+\*\*(.{8,200}?)\*\*\s*$")
+_FAQ_ITEM = re.compile(r"^\s{0,3}(?:\d+[.)]|[-*])\s+\*\*((?:(?!\*\*).){8,200})\*\*\s*$")
 
 
 def faq_items_to_headings(text: str) -> str:
@@ -144,13 +144,16 @@ def chunk_document(text: str, source: str, path: str = "", kind: str = "doc") ->
     # A tiny intro under a heading ("Try these in order:") means little on its own:
     # it joins its first subsection, which then cites from the intro's first line.
     merged: list[tuple[str, int, str]] = []
+    own_size = 0  # size of the last section merged in, without the intros before it
     for body, start, section in parsed:
         if merged:
-            prev_body, prev_start, prev_section = merged[-1]
-            if len(prev_body) < MIN_SECTION_CHARS and section.startswith(prev_section + " > "):
+            _, prev_start, prev_section = merged[-1]
+            if own_size < MIN_SECTION_CHARS and section.startswith(prev_section + " > "):
                 merged[-1] = (text[prev_start:start] + body, prev_start, section)
+                own_size = len(body)
                 continue
         merged.append((body, start, section))
+        own_size = len(body)
     for body, start, section in merged:
         pieces = [(body, start)]
         if len(body) > MAX_CHUNK_CHARS:

@@ -24,6 +24,8 @@ Mode = Literal["guided", "hybrid", "dense", "bm25"]
 #: How many cards guide a document search, and the weight of each.
 GUIDE_CARDS = 1
 GUIDE_WEIGHTS = (1.0,)
+#: A section the guiding card cites counts as this many first places.
+CITED_BOOST = 1.0
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def _guide_by_cards(store: Store, query: str, vector: list[float] | None, fused:
         card = card_by_id(cid.removeprefix("card-"))
         for heading in cited_headings(card) if card else ():
             for doc_id in store.ids_with_heading(heading):
-                fused[doc_id] = fused.get(doc_id, 0.0) + weight / (RRF_K + 1)
+                fused[doc_id] = fused.get(doc_id, 0.0) + CITED_BOOST * weight / (RRF_K + 1)
 
 
 def search(

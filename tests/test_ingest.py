@@ -189,3 +189,17 @@ def test_symlinks_out_of_the_folder_are_refused_and_secrets_never_stored(tmp_pat
     text = kb.search("W&B login before launching", k=1)[0].text
     assert "0123456789abcdef" not in text and "hf_abcdefghij" not in text
     assert "[REDACTED]" in text
+
+
+def test_bold_list_items_with_inner_bold_are_not_headings() -> None:
+    text = "# Breaker\n\n1. **Stops training** if reward is zero for **10 consecutive steps**\n2. **Why is it slow?**\n"
+    lines = faq_items_to_headings(text).splitlines()
+    assert lines[2].startswith("1. **Stops training**")
+    assert lines[3] == "## Why is it slow?"
+
+
+def test_chained_tiny_intros_join_the_first_real_section() -> None:
+    doc = "# Guide\n\n## Recovery\n\nOne line of intro.\n\n### Failure causes\n\n" + "Changed batch size breaks recovery. " * 12 + "\n"
+    chunks = chunk_document(doc, "g.md")
+    assert [c.section for c in chunks] == ["Guide > Recovery > Failure causes"]
+    assert chunks[0].line_start == 3  # "## Recovery": the bare title above it carries no text
