@@ -18,6 +18,8 @@ from rlmedic.knowledge.chunking import MAX_DOC_BYTES, Chunk, chunk_document, con
 from rlmedic.knowledge.store import FileEntry, Store
 
 CARDS_KEY = "<builtin-cards>"
+#: Bump when chunking or embedding changes so old indexes are rebuilt, not mixed.
+PIPELINE = "chunks-v2/all-MiniLM-L6-v2@128"
 
 #: progress(done_files, total_files, current_name)
 Progress = Callable[[int, int, str], None]
@@ -64,6 +66,13 @@ def index_paths(
     """Index files and folders. Explicit bad files raise :class:`UserError`; bad files
     found inside a folder are skipped and named in the report."""
     report = IndexReport()
+    if store.manifest.embedder != PIPELINE and store.manifest.files:
+        # chunks made by another chunker/embedding setup: every file counts as changed
+        for entry in store.manifest.files.values():
+            entry.hash = ""
+        store.manifest.cards_hash = ""
+        report.warnings.append("the index was built with other chunking/embedding settings: re-embedding everything")
+    store.manifest.embedder = PIPELINE
     roots: list[Path] = []
     for raw in paths:
         p = Path(raw).expanduser()
@@ -155,7 +164,7 @@ def cards_hash() -> str:
     from rlmedic import __version__
     from rlmedic.knowledge.cards import CARDS_DIR
 
-    h = hashlib.sha256(__version__.encode())
+    h = hashlib.sha256(f"{__version__}\0{PIPELINE}".encode())
     for path in sorted(CARDS_DIR.glob("*.yaml")):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
@@ -188,6 +197,7 @@ def ensure_cards(store: Store, *, embedder=None) -> bool:
     _embed_and_store(store, chunks, embedder or default_embedder())
     store.manifest.files[CARDS_KEY] = FileEntry(hash=digest, source="cards", root="", chunks=[c.id for c in chunks])
     store.manifest.cards_hash = digest
+    store.manifest.embedder = store.manifest.embedder or PIPELINE
     store.rebuild_bm25()
     store.save_manifest()
     return True

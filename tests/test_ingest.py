@@ -203,3 +203,14 @@ def test_chained_tiny_intros_join_the_first_real_section() -> None:
     chunks = chunk_document(doc, "g.md")
     assert [c.section for c in chunks] == ["Guide > Recovery > Failure causes"]
     assert chunks[0].line_start == 3  # "## Recovery": the bare title above it carries no text
+
+
+def test_an_index_built_with_other_settings_is_rebuilt_not_mixed(docs: Path, tmp_path: Path) -> None:
+    kb = KnowledgeBase(tmp_path / "idx", with_cards=False)
+    kb.index([docs])
+    kb.store.manifest.embedder = "chunks-v1/some-older-setup"
+    kb.store.save_manifest()
+    again = KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    assert len(again.updated) == 3 and again.chunks_embedded > 0
+    assert any("re-embedding everything" in w for w in again.warnings)
+    assert KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs]).chunks_embedded == 0
