@@ -291,3 +291,31 @@ def test_missing_path_is_a_user_error(tmp_path: Path) -> None:
         diagnose([tmp_path / "nope.log"])
     with pytest.raises(UserError):
         diagnose([])
+
+
+@pytest.mark.parametrize("chunk", [1, None])
+def test_line_longer_than_the_buffer_does_not_stop_the_scan(tmp_path: Path, chunk: int | None) -> None:
+    """A single line bigger than the before-context window (a dumped sample, a JSON blob) used to
+    fill the buffer for good: the scan stopped there, claimed the byte cap, and missed the error."""
+    from rlmedic.tools import logscan
+    from rlmedic.tools.diagnose import _Builder
+    from rlmedic.tools.metrics import MetricCollector
+    from rlmedic.tools.signatures import builtin_catalog
+
+    catalog = builtin_catalog()
+    metrics = MetricCollector(catalog.metrics)
+    scanner = logscan.Scanner(catalog, on_metric=metrics.feed, chunk=chunk or logscan.CHUNK)
+    size = scanner.chunk + 3 * logscan.KEEP_BEFORE  # longer than the whole read buffer
+    path = tmp_path / "long_line.log"
+    path.write_text(
+        "step 1 done\n" + "sample: " + "x" * size + "\n" + "step 2 done\n"
+        + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    conf = Confinement.for_paths([path])
+    result = scanner.scan(logscan.expand_paths([path], conf)[0], conf)
+    assert not result.truncated
+    assert result.bytes_read == path.stat().st_size
+    assert result.files[0].lines == 4
+    diag = _Builder(catalog, result, metrics).build()
+    assert diag.root_finding is not None
+    assert (diag.root_finding.id, diag.root_finding.line) == ("cuda-oom", 4)

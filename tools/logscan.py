@@ -445,15 +445,17 @@ class Scanner:
         eof = False
         try:
             while not eof:
-                want = len(buf) - filled
-                if self.bytes_read + want > self.max_bytes:
-                    want = max(0, self.max_bytes - self.bytes_read)
-                n = stream.readinto(view[filled : filled + want]) if want else 0
-                if not n:
+                room = len(buf) - filled
+                want = min(room, max(0, self.max_bytes - self.bytes_read))
+                if room == 0:
+                    n = -1  # only unscanned text in the buffer (one enormous line): scan it before reading on
+                else:
+                    n = stream.readinto(view[filled : filled + want]) if want else 0
+                if n == 0:
                     eof = True
                     if want == 0 and filled - proc > 0:
                         info.truncated = self.truncated = True
-                else:
+                elif n > 0:
                     filled += n
                     info.bytes_read += n
                     self.bytes_read += n
@@ -480,7 +482,12 @@ class Scanner:
                     self._capture_tail(buf, filled, info)
                     break
                 keep_from = max(0, end - KEEP_BEFORE)
-                keep_from = buf.find(b"\n", keep_from, end) + 1 if keep_from > 0 else 0
+                if keep_from > 0:
+                    # keep whole lines of before-context; inside one enormous line keep its tail,
+                    # so the buffer always frees room (else the next read gets no space and the
+                    # scan would stop as if the byte cap were reached)
+                    newline = buf.find(b"\n", keep_from, end)
+                    keep_from = newline + 1 if newline >= 0 else keep_from
                 remaining = filled - keep_from
                 buf[0:remaining] = buf[keep_from:filled]
                 filled, proc = remaining, end - keep_from
