@@ -319,3 +319,28 @@ def test_line_longer_than_the_buffer_does_not_stop_the_scan(tmp_path: Path, chun
     diag = _Builder(catalog, result, metrics).build()
     assert diag.root_finding is not None
     assert (diag.root_finding.id, diag.root_finding.line) == ("cuda-oom", 4)
+
+
+@pytest.mark.parametrize(
+    ("body", "phase"),
+    [
+        # a weight update runs inside the trainer actor: the prefix on every line must not outvote the traceback
+        (["[AReaL] 20251201-09:01:41.000 [FSDPEngine Rank 0] INFO: Begin update weights (type=xccl)",
+          "Traceback (most recent call last):",
+          '  File "/AReaL/areal/engine/fsdp_engine.py", line 700, in upload_weights',
+          "    self._update_weights_from_distributed(meta)",
+          '  File "/AReaL/areal/engine/fsdp_engine.py", line 750, in _update_weights_from_distributed',
+          "    tensor = param.full_tensor()"], "weight_update"),
+        (["Traceback (most recent call last):",
+          '  File "/AReaL/areal/engine/fsdp_engine.py", line 512, in train_batch',
+          "    loss.backward()"], "training"),
+        # with nothing but the actor's name, the name still decides
+        (["step 3 done"], "training"),
+    ],
+)
+def test_oom_phase_inside_a_ray_actor(body: list[str], phase: str) -> None:
+    lines = [f"(TrainWorker pid=3101, ip=10.0.0.2) {b}" for b in body]
+    lines.append("(TrainWorker pid=3101, ip=10.0.0.2) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    oom = diagnose_text("\n".join(lines) + "\n").root_finding
+    assert oom is not None and oom.id == "cuda-oom"
+    assert oom.evidence["phase"] == phase

@@ -49,6 +49,7 @@ DEFAULT_MAX_SCAN_BYTES = 64 << 30
 LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz", ".stdout", ".stderr", ".jsonl", ".json"}
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RAY_PREFIX = re.compile(r"^\((\w[\w:./-]*)(?: pid=(\d+))?")
+_RAY_PREFIX_FULL = re.compile(r"^\((\w[\w:./-]*)(?: pid=(\d+))?[^)]*\)\s?")
 _TS_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?"), "ymd"),
     (re.compile(r"\b(\d{4})(\d{2})(\d{2})-(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?"), "ymd"),
@@ -298,10 +299,18 @@ def infer_phase(catalog: Catalog, line: str, before: list[str], after: list[str]
         if me and other and other != me:
             continue
         weight = 2.0 if distance == 0 else 1.0 / (1.0 + distance / 4.0)
+        # The Ray prefix ("(TrainWorker pid=1)") is on every line of an actor: matched per line it
+        # would outvote what the lines say (a weight update runs inside the trainer actor too).
+        body = _RAY_PREFIX_FULL.sub("", text, count=1) if other else text
         for phase, hints in catalog.phases.items():
-            n = sum(1 for h in hints if h.search(text))  # several hints on one line = stronger evidence
+            n = sum(1 for h in hints if h.search(body))  # several hints on one line = stronger evidence
             if n:
                 scores[phase] = scores.get(phase, 0.0) + weight * n
+    if me:  # the actor's name is one weak hint, counted once
+        actor = me.split(" pid=")[0]
+        for phase, hints in catalog.phases.items():
+            if any(h.search(actor) for h in hints):
+                scores[phase] = scores.get(phase, 0.0) + 1.0
     if not scores:
         return ""
     return max(scores.items(), key=lambda kv: kv[1])[0]
