@@ -344,3 +344,24 @@ def test_oom_phase_inside_a_ray_actor(body: list[str], phase: str) -> None:
     oom = diagnose_text("\n".join(lines) + "\n").root_finding
     assert oom is not None and oom.id == "cuda-oom"
     assert oom.evidence["phase"] == phase
+
+
+def test_watchdog_timeout_is_the_root_not_the_abort_banner_after_it() -> None:
+    """`terminate called after throwing ... DistBackendError` follows every NCCL failure; on its own it
+    used to outrank the timeout it reports and send the user to NCCL_SOCKET_IFNAME."""
+    log = (
+        "[rank1]:[E1201 10:30:00.123456789 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=5521, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 "
+        "milliseconds before timing out.\n"
+        "[rank1]:[E1201 10:30:00.223456789 ProcessGroupNCCL.cpp:2168] [PG ID 0 PG GUID 0(default_pg) Rank 1] failure "
+        "detected by watchdog at work sequence id: 5521\n"
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+    )
+    diag = diagnose_text(log)
+    assert diag.root_finding is not None
+    assert (diag.root_finding.id, diag.root_finding.line) == ("nccl-watchdog-timeout", 1)
+    assert "nccl-error" not in [f.id for f in diag.findings]
+    # a real NCCL error still is one
+    err = diagnose_text("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled "
+                        "system error\nterminate called after throwing an instance of 'c10::DistBackendError'\n")
+    assert err.root_finding is not None and (err.root_finding.id, err.root_finding.line) == ("nccl-error", 1)
