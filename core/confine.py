@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from rlmedic.errors import AccessDenied, UserError
 
@@ -71,6 +71,17 @@ def redact(text: str) -> str:
     for _name, pattern in _SECRET_PATTERNS:
         text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
     return text
+
+
+def redact_value(value: Any) -> Any:
+    """:func:`redact` applied to every string inside ``value`` (dicts, lists and tuples walked; keys kept)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_value(v) for v in value)
+    return value
 
 
 def secret_kinds(text: str) -> list[str]:

@@ -126,3 +126,52 @@ def test_console_script_end_to_end(tmp_path: Path) -> None:
     proc = subprocess.run([str(exe), "checkpoints", str(tmp_path), "--json"], capture_output=True, text=True, env=env,
                           timeout=60)
     assert proc.returncode == 0 and json.loads(proc.stdout)["layout"] == "empty"
+
+
+SECRETS = {
+    "wandb": "0123456789abcdef0123456789abcdef01234567",
+    "hf": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123",
+    "openai": "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx",
+    "url_password": "s3cr3tPassw0rd",
+}
+
+
+def test_fix_config_diff_and_json_never_show_secrets(tmp_path: Path) -> None:
+    """The diff's context lines are the user's own config: keys next to a changed line leaked into
+    the terminal and the JSON. The written file keeps them (it has to run)."""
+    src = tmp_path / "run.sh"
+    src.write_text(
+        "python3 train.py \\\n"
+        f"   --wandb-key {SECRETS['wandb']} \\\n"
+        "   --rollout-batch-size 32 --n-samples-per-prompt 8 --global-batch-size 255 \\\n"
+        f"   --hf-token {SECRETS['hf']} \\\n"
+        f"   --rollout-function-path \"http://user:{SECRETS['url_password']}@host/x\" \\\n"
+        f"   --sglang-router-api-key {SECRETS['openai']} \\\n"
+        "   --save /ckpt --load /ckpt --save-interval 5\n"
+    )
+    before = src.read_bytes()
+    out = tmp_path / "fixed.sh"
+    human = run("fix-config", src, "-o", out)
+    assert human.exit_code == 0, human.output
+    assert "--global-batch-size 256" in human.stdout and "[REDACTED]" in human.stdout
+    as_json = run("fix-config", src, "--json")
+    data = json.loads(as_json.stdout)
+    assert data["changes"][0]["new"] == 256 and "[REDACTED]" in data["diff"]
+    lint = run("lint-config", src, "--json")
+    for text in (human.output, as_json.stdout, lint.stdout):
+        assert not [k for k, v in SECRETS.items() if v in text], text
+    assert all(v in out.read_text() for v in SECRETS.values())  # the corrected config still runs
+    assert src.read_bytes() == before
+
+
+def test_fix_config_yaml_diff_redacts_neighbouring_keys(tmp_path: Path) -> None:
+    src = tmp_path / "c.yaml"
+    src.write_text(
+        "experiment_name: e\ntrial_name: t\nactor:\n  path: /models/Qwen\n  mb_spec:\n    max_tokens_per_mb: 1024\n"
+        f"  wandb_api_key: {SECRETS['wandb']}\n"
+        "train_dataset:\n  max_length: 4096\ngconfig:\n  max_new_tokens: 1024\n"
+    )
+    result = run("fix-config", src)
+    assert "+    max_tokens_per_mb: 5120" in result.stderr
+    assert SECRETS["wandb"] not in result.stderr and "wandb_api_key: [REDACTED]" in result.stderr
+    assert SECRETS["wandb"] in result.stdout  # the corrected config itself, for `> fixed.yaml`

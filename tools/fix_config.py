@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlmedic.confine import Confinement
+from rlmedic.confine import Confinement, redact, redact_value
 from rlmedic.errors import UserError
 from rlmedic.tools.config_rules import (
     Change,
@@ -53,8 +53,8 @@ class LintResult:
         return not any(severity_rank(p.severity) <= severity_rank("error") for p in self.problems)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "framework": self.framework, "valid": self.valid,
-                "problems": [p.to_dict() for p in self.problems]}
+        return redact_value({"path": self.path, "framework": self.framework, "valid": self.valid,
+                             "problems": [p.to_dict() for p in self.problems]})
 
 
 @dataclass
@@ -66,8 +66,8 @@ class FixResult:
     alternatives: list[Change] = field(default_factory=list)  # further remedies, not applied
     actions: list[Change] = field(default_factory=list)  # things to do outside the config
     remaining: list[Problem] = field(default_factory=list)  # problems the corrected config still has
-    text: str = ""  # the corrected config
-    diff: str = ""
+    text: str = ""  # the corrected config, secrets and all (it is what -o writes); show ``diff`` instead
+    diff: str = ""  # unified diff input -> corrected, redacted
     output: str | None = None
     phases: list[str] = field(default_factory=list)
 
@@ -81,7 +81,8 @@ class FixResult:
         return not any(severity_rank(p.severity) <= severity_rank("error") for p in self.remaining)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The JSON contract; secrets in messages, values and the diff are redacted (``text`` is not included)."""
+        return redact_value({
             "path": self.path,
             "framework": self.framework,
             "valid": self.valid,
@@ -94,7 +95,7 @@ class FixResult:
             "actions": [c.to_dict() for c in self.actions],
             "phases": self.phases,
             "diff": self.diff,
-        }
+        })
 
 
 # --------------------------------------------------------------------------- loading
@@ -548,7 +549,7 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
     alternatives = [a for a in alternatives if a.key not in seen]
     return FixResult(
         path=config.path, framework=framework, problems=problems, changes=applied, alternatives=alternatives,
-        actions=actions, remaining=remaining, text=work.dump(), diff=work.diff(), phases=ctx.phases,
+        actions=actions, remaining=remaining, text=work.dump(), diff=redact(work.diff()), phases=ctx.phases,
     )
 
 

@@ -73,6 +73,8 @@ def _cite(c: Any) -> str:
 
 
 def render_problems(path: str, framework: str, problems: list[Any]) -> str:
+    from rlmedic.confine import redact
+
     if not problems:
         return f"{path} ({framework}): no problems found"
     counts: dict[str, int] = {}
@@ -85,10 +87,12 @@ def render_problems(path: str, framework: str, problems: list[Any]) -> str:
         lines.append(f"  {p.severity:<7} {path}{where} {p.message}{fix}")
         if p.citation:
             lines.append(f"          see {p.citation}")
-    return "\n".join(lines)
+    return redact("\n".join(lines))  # values quoted in messages may hold secrets
 
 
 def render_fix(result: Any) -> str:
+    from rlmedic.confine import redact
+
     lines = []
     if result.phases:
         lines.append(f"failure phase(s) from the log: {', '.join(result.phases)}")
@@ -120,4 +124,4 @@ def render_fix(result: Any) -> str:
         lines.append(result.diff.rstrip("\n"))
     if result.output:
         lines.append(f"\nwrote {result.output} (the input is unchanged)")
-    return "\n".join(lines)
+    return redact("\n".join(lines))  # old/new values and reasons may hold secrets
