@@ -73,6 +73,33 @@ def redact(text: str) -> str:
     return text
 
 
+def write_new_text(path: str | os.PathLike[str], text: str, *, force: bool = False, force_option: str = "") -> Path:
+    """Write ``text`` to the output file the user named: a new regular file unless ``force``.
+
+    Tools never write to user files; this is only for outputs (a corrected config, a
+    snapshot). A directory, a symlink, a missing parent or an unwritable place is a
+    :class:`UserError`, never a traceback.
+    """
+    target = Path(path).expanduser()
+    try:
+        if target.is_symlink():
+            raise UserError(f"{path}: is a symlink; write to a regular path")
+        if target.is_dir():
+            raise UserError(f"{path}: is a directory; name a file")
+        if target.exists() and not force:
+            hint = f" or pass {force_option}" if force_option else ""
+            raise UserError(f"{path}: already exists; choose a new file name{hint}")
+        if not target.parent.is_dir():
+            raise UserError(f"{target.parent}: no such directory")
+        with open(target, "w" if force else "x", encoding="utf-8") as fh:
+            fh.write(text)
+    except FileExistsError as exc:  # created in the meantime
+        raise UserError(f"{path}: already exists; choose a new file name") from exc
+    except OSError as exc:  # permissions, read-only or full disk, a name too long...
+        raise UserError(f"{path}: cannot write ({_why(exc)})") from exc
+    return target
+
+
 def redact_value(value: Any) -> Any:
     """:func:`redact` applied to every string inside ``value`` (dicts, lists and tuples walked; keys kept)."""
     if isinstance(value, str):
@@ -104,14 +131,14 @@ class Confinement:
     @classmethod
     def for_paths(cls, paths: Iterable[str | os.PathLike[str]], max_bytes: int = DEFAULT_MAX_BYTES) -> Confinement:
         """Allow exactly the paths the user passed (a file allows just that file)."""
-        roots = [Path(p).expanduser().resolve() for p in paths]
+        roots = [_resolve(p) for p in paths]
         env = os.environ.get("RLMEDIC_ALLOWED_ROOTS", "")
-        roots += [Path(p).expanduser().resolve() for p in env.split(os.pathsep) if p]
+        roots += [_resolve(p) for p in env.split(os.pathsep) if p]
         return cls(roots=roots, max_bytes=max_bytes)
 
     def check(self, path: str | os.PathLike[str]) -> Path:
         """Resolve ``path`` and return it if allowed; raise :class:`AccessDenied` if not."""
-        resolved = Path(path).expanduser().resolve()
+        resolved = _resolve(path)
         for root in self.roots:
             if resolved == root or resolved.is_relative_to(root):
                 return resolved
@@ -119,7 +146,11 @@ class Confinement:
 
     def existing(self, path: str | os.PathLike[str]) -> Path:
         resolved = self.check(path)
-        if not resolved.exists():
+        try:
+            found = resolved.exists()
+        except OSError as exc:  # e.g. a parent directory without search permission
+            raise UserError(f"{path}: cannot access ({_why(exc)})") from exc
+        if not found:
             raise UserError(f"{path}: no such file or directory")
         return resolved
 
@@ -133,7 +164,7 @@ class Confinement:
             with open(resolved, "rb") as fh:
                 return fh.read(limit)
         except OSError as exc:
-            raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
+            raise UserError(f"{path}: cannot read ({_why(exc)})") from exc
 
     def open_binary(self, path: str | os.PathLike[str]) -> BinaryIO:
         """Open an allowed regular file for streaming reads (the caller caps how much it reads)."""
@@ -143,7 +174,7 @@ class Confinement:
         try:
             return open(resolved, "rb")  # noqa: SIM115 - the caller closes it
         except OSError as exc:
-            raise UserError(f"{path}: cannot read ({exc.strerror})") from exc
+            raise UserError(f"{path}: cannot read ({_why(exc)})") from exc
 
     def read_text(self, path: str | os.PathLike[str], max_bytes: int | None = None) -> str:
         """Read an allowed text file: binary is refused, undecodable bytes are replaced."""
@@ -160,14 +191,14 @@ class Confinement:
         try:
             names = sorted(os.listdir(resolved))
         except OSError as exc:
-            raise UserError(f"{path}: cannot list ({exc.strerror})") from exc
+            raise UserError(f"{path}: cannot list ({_why(exc)})") from exc
         return [resolved / name for name in names if self.allows(resolved / name)]
 
     def allows(self, path: str | os.PathLike[str]) -> bool:
         """True when ``path`` (after resolving symlinks) lies under an allowed root."""
         try:
             self.check(path)
-        except AccessDenied:
+        except UserError:  # outside the roots, or not resolvable at all
             return False
         return True
 
@@ -230,6 +261,18 @@ class WalkResult:
     @property
     def total_bytes(self) -> int:
         return sum(entry.size for entry in self.files)
+
+
+def _resolve(path: str | os.PathLike[str]) -> Path:
+    """The absolute path with symlinks and ``..`` resolved; a symlink loop or bad name is a :class:`UserError`."""
+    try:
+        return Path(path).expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: "Symlink loop" (Python < 3.13)
+        raise UserError(f"{path}: cannot resolve ({_why(exc)})") from exc
+
+
+def _why(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def looks_binary(data: bytes) -> bool:

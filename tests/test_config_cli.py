@@ -175,3 +175,33 @@ def test_fix_config_yaml_diff_redacts_neighbouring_keys(tmp_path: Path) -> None:
     assert "+    max_tokens_per_mb: 5120" in result.stderr
     assert SECRETS["wandb"] not in result.stderr and "wandb_api_key: [REDACTED]" in result.stderr
     assert SECRETS["wandb"] in result.stdout  # the corrected config itself, for `> fixed.yaml`
+
+
+def test_fix_config_output_mistakes_are_one_line_exit_2(tmp_path: Path) -> None:
+    """-o naming a directory (even with --force) or a file that cannot be created used to end in a traceback."""
+    src = AREAL / "mb_tokens.yaml"
+    unwritable = tmp_path / ("x" * 300 + ".yaml")  # ENAMETOOLONG: fails for root too
+    for args, message in (
+        (["-o", tmp_path, "--force"], "is a directory"),
+        (["-o", tmp_path], "is a directory"),
+        (["-o", unwritable], "cannot write"),
+        (["-o", tmp_path / "missing" / "c.yaml"], "no such directory"),
+    ):
+        result = run("fix-config", src, *args)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith("rlmedic: error:") and message in result.stderr
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+    gpu = run("gpu", "--snapshot", GPU / "a40_idle.json", "--save", unwritable)
+    assert gpu.exit_code == 2 and "cannot write" in gpu.stderr and gpu.stderr.count("\n") == 1
+
+
+def test_symlink_loop_or_long_name_is_one_line_exit_2(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(tmp_path / "other.yaml")
+    (tmp_path / "other.yaml").symlink_to(loop)
+    long_name = tmp_path / ("x" * 300 + ".yaml")
+    for args in (["lint-config", loop], ["fix-config", AREAL / "base.yaml", "--log", loop], ["checkpoints", loop],
+                 ["gpu", "--snapshot", loop], ["diagnose", loop], ["lint-config", long_name], ["checkpoints", long_name]):
+        result = run(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.stderr.startswith("rlmedic: error:") and result.stderr.count("\n") == 1, result.output

@@ -330,3 +330,43 @@ def test_cli_gpu_without_a_gpu_is_not_an_error() -> None:
 def test_cli_gpu_bad_snapshot_exit_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["gpu", "--snapshot", str(tmp_path / "missing.json")])
     assert result.exit_code == 2 and "no such file" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("gpus", "field"),
+    [
+        ([{"index": 0, "processes": [{"pid": "x", "used_gpu_memory": 1}]}], r"gpus\[0\]\.processes\[0\]\.pid"),
+        ([{"index": 0, "processes": [{"pid": 1, "used_gpu_memory": "lots"}]}], "used_gpu_memory"),
+        ([{"index": 0, "memory_total": 1, "processes": [{"pid": 1, "create_time": "yesterday"}]}], "create_time"),
+        ([{"name": "H100"}], r"gpus\[0\]\.index is missing"),
+        ([{"index": 0, "compute_capability": "9.0"}], "compute_capability"),
+        ([{"index": 0, "temperature": "hot"}], "temperature"),
+        ([{"index": 0, "ecc_mode": "yes"}], "ecc_mode"),
+        ([{"index": 0, "processes": {"pid": 1}}], "processes must be a list"),
+        ([1, 2], r"gpus\[0\] must be an object"),
+        ({"a": 1}, "gpus must be a list"),
+    ],
+)
+def test_malformed_snapshot_fields_are_named_user_errors(tmp_path: Path, gpus: object, field: str) -> None:
+    """Hand-edited or foreign snapshot files used to crash later (sum() over a str, .get on an int)."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "gpus": gpus}))
+    with pytest.raises(UserError, match=field):
+        load_snapshot(bad)
+    result = runner.invoke(app, ["gpu", "--snapshot", str(bad)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.output
+
+
+def test_loaded_snapshot_is_redacted(tmp_path: Path) -> None:
+    """A snapshot saved elsewhere (older version, hand-made) may carry secrets in process command lines."""
+    data = json.loads((GPU / "a40_leftovers.json").read_text())
+    data["gpus"][0]["processes"][0]["cmdline"] += " --api-key sk-proj-AbCdEfGhIjKlMnOpQrStUvWx HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"
+    data["hostname"] = "https://trainer:s3cr3tPassw0rd@head-node"
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(data))
+    snap = load_snapshot(path)
+    assert snap.gpus[0].processes[0].role == ROLE_SGLANG  # still classified
+    for args in (["gpu", "--snapshot", str(path)], ["gpu", "--snapshot", str(path), "--json"]):
+        out = runner.invoke(app, args).stdout
+        assert "[REDACTED]" in out
+        assert not any(s in out for s in ("sk-proj-AbCd", "hf_AbCdEf", "s3cr3tPassw0rd")), out

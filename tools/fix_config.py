@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlmedic.confine import Confinement, redact, redact_value
+from rlmedic.confine import Confinement, redact, redact_value, write_new_text
 from rlmedic.errors import UserError
 from rlmedic.tools.config_rules import (
     Change,
@@ -591,13 +591,10 @@ def write_output(source: str | os.PathLike[str], output: str | os.PathLike[str],
     """Write the corrected config to a new file; refuse the input itself (also through links)."""
     src = Path(source).expanduser().resolve()
     dst = Path(output).expanduser()
-    if dst.resolve() == src or (dst.exists() and src.exists() and os.path.samefile(dst, src)):
+    try:
+        same = dst.resolve() == src or (dst.exists() and src.exists() and os.path.samefile(dst, src))
+    except OSError as exc:
+        raise UserError(f"{output}: cannot write ({exc.strerror or exc})") from exc
+    if same:
         raise UserError(f"{output}: is the input file; rlmedic never overwrites your config, choose another -o path")
-    if dst.exists() and not force:
-        raise UserError(f"{output}: already exists; choose a new file or pass --force")
-    if not dst.parent.is_dir():
-        raise UserError(f"{dst.parent}: no such directory")
-    if dst.is_symlink():
-        raise UserError(f"{output}: is a symlink; write to a regular path")
-    dst.write_text(text, encoding="utf-8")
-    return dst
+    return write_new_text(dst, text, force=force, force_option="--force")

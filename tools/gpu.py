@@ -13,6 +13,7 @@ snapshot with ``status`` set, not an error.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -24,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from rlmedic.confine import Confinement, redact
+from rlmedic.confine import Confinement, redact, write_new_text
 from rlmedic.errors import UserError
 
 SNAPSHOT_VERSION = 1
@@ -196,28 +197,24 @@ class GpuSnapshot:
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "snapshot") -> GpuSnapshot:
-        """Rebuild a snapshot from :meth:`to_dict` output; derived fields are recomputed."""
+        """Rebuild a snapshot from :meth:`to_dict` output; derived fields are recomputed.
+
+        A snapshot file comes from anywhere (another machine, an older version, a hand edit):
+        every field is type-checked (a bad one is a :class:`UserError` naming it) and the
+        text fields are redacted again.
+        """
         if not isinstance(data, dict):
             raise UserError(f"{where}: a GPU snapshot must be a JSON object")
         version = data.get("version", SNAPSHOT_VERSION)
         if version != SNAPSHOT_VERSION:
             raise UserError(f"{where}: snapshot version {version} is not supported (expected {SNAPSHOT_VERSION})")
         try:
-            gpus = [_gpu_from_dict(g) for g in data.get("gpus") or []]
-            snapshot = cls(
-                status=str(data.get("status", STATUS_OK)),
-                message=str(data.get("message", "")),
-                taken_at=float(data.get("taken_at") or 0.0),
-                hostname=str(data.get("hostname", "")),
-                driver_version=str(data.get("driver_version", "")),
-                cuda_driver_version=_opt_int(data.get("cuda_driver_version")),
-                nvml_version=str(data.get("nvml_version", "")),
-                ray_running=data.get("ray_running"),
-                gpus=gpus,
-                source=str(data.get("source", "file")),
-            )
-        except (TypeError, ValueError, KeyError) as exc:
+            gpus = [_gpu_from_dict(g, f"gpus[{i}]") for i, g in enumerate(_list(data.get("gpus"), "gpus"))]
+            fields = _typed(cls, {k: v for k, v in data.items() if k in _SNAPSHOT_FIELDS}, "")
+        except (TypeError, ValueError) as exc:
             raise UserError(f"{where}: not a valid GPU snapshot ({exc})") from exc
+        snapshot = cls(**{"status": STATUS_OK, "source": "file", **fields, "gpus": gpus})
+        snapshot.message, snapshot.hostname = redact(snapshot.message), redact(snapshot.hostname)
         if snapshot.status == STATUS_OK and not snapshot.gpus:
             snapshot.status = STATUS_NO_DEVICES
             snapshot.message = snapshot.message or "no GPU in the snapshot"
@@ -225,23 +222,75 @@ class GpuSnapshot:
         return snapshot
 
 
-def _opt_int(value: Any) -> int | None:
-    return None if value is None else int(value)
+def _convert(annotation: str, value: Any, where: str) -> Any:
+    """``value`` as the dataclass field type ``annotation`` (int, float, str, bool, optionally ``| None``)."""
+    if value is None:
+        if "None" in annotation:
+            return None
+        raise ValueError(f"{where} is missing")
+    base = annotation.split("|")[0].strip()
+    if base == "bool":
+        if isinstance(value, bool):
+            return value
+        raise ValueError(f"{where}: {value!r} is not true/false")
+    if base in ("int", "float"):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError(f"{where}: {value!r} is not a number")
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{where}: {value!r} is not a number") from None
+        if number != number or number in (float("inf"), float("-inf")):
+            raise ValueError(f"{where}: {value!r} is not a finite number")
+        return int(number) if base == "int" else number
+    if base == "str":
+        return str(value)
+    raise ValueError(f"{where}: unsupported field type {annotation}")  # pragma: no cover - a new field type
 
 
-_GPU_FIELDS = {f for f in GpuInfo.__dataclass_fields__ if f not in ("processes", "compute_capability")}
-_PROC_FIELDS = set(GpuProcess.__dataclass_fields__)
+def _typed(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """Keyword arguments for the dataclass ``cls`` from ``data``, each converted to its field's type."""
+    prefix = f"{where}." if where else ""
+    fields = dataclasses.fields(cls)
+    for f in fields:
+        if f.name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ValueError(f"{prefix}{f.name} is missing")
+    types = {f.name: str(f.type) for f in fields}
+    return {k: _convert(types[k], v, f"{prefix}{k}") for k, v in data.items()}
 
 
-def _gpu_from_dict(data: dict[str, Any]) -> GpuInfo:
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{where} must be a list")
+    return value
+
+
+_SNAPSHOT_FIELDS = {f.name for f in dataclasses.fields(GpuSnapshot) if f.name not in ("gpus", "version")}
+_GPU_FIELDS = {f.name for f in dataclasses.fields(GpuInfo) if f.name not in ("processes", "compute_capability")}
+#: recorded facts only: the derived fields (role, age, leftover) are recomputed on load
+_PROC_FIELDS = {"pid", "used_gpu_memory", "type", "visible", "name", "cmdline", "username", "create_time", "ppid",
+                "parent_alive", "status"}
+
+
+def _gpu_from_dict(data: Any, where: str) -> GpuInfo:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be an object")
+    info = GpuInfo(**_typed(GpuInfo, {k: v for k, v in data.items() if k in _GPU_FIELDS}, where))
     cc = data.get("compute_capability")
-    info = GpuInfo(**{k: v for k, v in data.items() if k in _GPU_FIELDS})
-    info.index = int(info.index)
-    info.memory_total = int(info.memory_total or 0)
-    info.memory_used = int(info.memory_used or 0)
-    info.memory_free = int(info.memory_free or 0)
-    info.compute_capability = (int(cc[0]), int(cc[1])) if cc else None
-    info.processes = [GpuProcess(**{k: v for k, v in p.items() if k in _PROC_FIELDS}) for p in data.get("processes") or []]
+    if cc is not None:
+        if not isinstance(cc, (list, tuple)) or len(cc) != 2:
+            raise ValueError(f"{where}.compute_capability: {cc!r} is not [major, minor]")
+        info.compute_capability = (_convert("int", cc[0], f"{where}.compute_capability"),
+                                   _convert("int", cc[1], f"{where}.compute_capability"))
+    for i, raw in enumerate(_list(data.get("processes"), f"{where}.processes")):
+        pwhere = f"{where}.processes[{i}]"
+        if not isinstance(raw, dict):
+            raise ValueError(f"{pwhere} must be an object")
+        proc = GpuProcess(**_typed(GpuProcess, {k: v for k, v in raw.items() if k in _PROC_FIELDS}, pwhere))
+        proc.cmdline, proc.name, proc.username = redact(proc.cmdline)[:500], redact(proc.name), redact(proc.username)
+        info.processes.append(proc)
     return info
 
 
@@ -508,10 +557,4 @@ def load_snapshot(path: str | os.PathLike[str], *, confinement: Confinement | No
 
 def save_snapshot(snapshot: GpuSnapshot, path: str | os.PathLike[str]) -> Path:
     """Write a snapshot as JSON. Refuses to overwrite an existing file."""
-    target = Path(path).expanduser()
-    if target.exists():
-        raise UserError(f"{path}: already exists; choose a new file name")
-    if not target.parent.is_dir():
-        raise UserError(f"{target.parent}: no such directory")
-    target.write_text(json.dumps(snapshot.to_dict(), indent=2) + "\n", encoding="utf-8")
-    return target
+    return write_new_text(path, json.dumps(snapshot.to_dict(), indent=2) + "\n")
