@@ -365,3 +365,38 @@ def test_watchdog_timeout_is_the_root_not_the_abort_banner_after_it() -> None:
     err = diagnose_text("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled "
                         "system error\nterminate called after throwing an instance of 'c10::DistBackendError'\n")
     assert err.root_finding is not None and (err.root_finding.id, err.root_finding.line) == ("nccl-error", 1)
+
+
+def test_symlink_loops_are_user_errors_or_skipped(tmp_path: Path) -> None:
+    """A symlink loop used to raise RuntimeError('Symlink loop') out of Path.resolve(): a traceback."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "a.log").symlink_to(logs / "b.log")
+    (logs / "b.log").symlink_to(logs / "a.log")
+    (logs / "rank0.log").write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    with pytest.raises(UserError, match="cannot resolve"):
+        diagnose([logs / "a.log"])
+    diag = diagnose([logs])
+    assert diag.root_finding is not None and diag.root_finding.id == "cuda-oom"
+    assert {s["file"].split("/")[-1] for s in diag.stats["skipped"]} == {"a.log", "b.log"}
+
+
+def test_one_unreadable_rank_log_does_not_hide_the_others(tmp_path: Path) -> None:
+    """A log the user cannot read (another user's rank log) used to abort the whole diagnosis."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank0.log").write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    (logs / "rank1.log").write_text("secret\n")
+
+    class Refusing(Confinement):
+        def open_binary(self, path):  # noqa: ANN001, ANN202 - what a permission error looks like
+            if Path(path).name == "rank1.log":
+                raise UserError(f"{path}: cannot read (Permission denied)")
+            return super().open_binary(path)
+
+    conf = Refusing(roots=[logs.resolve()])
+    diag = diagnose([logs], confinement=conf)
+    assert diag.root_finding is not None and diag.root_finding.file.endswith("rank0.log")
+    assert {"file": str(logs / "rank1.log"), "reason": "cannot read (Permission denied)"} in diag.stats["skipped"]
+    with pytest.raises(UserError, match="Permission denied"):
+        diagnose([logs / "rank1.log"], confinement=conf)  # nothing else to read: still one clear error

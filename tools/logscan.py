@@ -350,7 +350,11 @@ def expand_paths(
             continue
         if not resolved.is_dir():
             raise UserError(f"{given}: not a regular file or directory")
-        for root, dirs, files in os.walk(resolved, followlinks=False):
+        def unlistable(exc: OSError, given: str | os.PathLike[str] = given, resolved: Path = resolved) -> None:
+            where = os.path.join(str(given), os.path.relpath(exc.filename or resolved, resolved))
+            skipped.append({"file": where, "reason": f"cannot list ({exc.strerror or exc})"})
+
+        for root, dirs, files in os.walk(resolved, followlinks=False, onerror=unlistable):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
             for fname in sorted(files):
                 if fname.startswith("."):
@@ -365,6 +369,9 @@ def expand_paths(
                     real = confinement.check(full)
                 except AccessDenied:
                     skipped.append({"file": display, "reason": "symlink outside the allowed roots"})
+                    continue
+                except UserError as exc:  # a symlink loop...
+                    skipped.append({"file": display, "reason": str(exc).removeprefix(f"{full}: ")})
                     continue
                 if not real.is_file():
                     continue
@@ -429,7 +436,11 @@ class Scanner:
             if self.truncated:
                 skipped.append({"file": src.name, "reason": "scan byte cap reached"})
                 continue
-            stream, info.gzip, info.size, info.mtime = _open_source(src, confinement)
+            try:
+                stream, info.gzip, info.size, info.mtime = _open_source(src, confinement)
+            except UserError as exc:  # one unreadable rank log must not hide the others
+                skipped.append({"file": src.name, "reason": str(exc).removeprefix(f"{src.path}: ")})
+                continue
             try:
                 with stream:
                     self._scan_stream(stream, info)
