@@ -333,3 +333,42 @@ def test_cli_checkpoints_missing_root(tmp_path: Path) -> None:
 
 def test_fixture_dirs_exist() -> None:
     assert FIXTURES.is_dir() and os.access(FIXTURES, os.R_OK)
+
+
+class _Unreadable(Confinement):
+    """What a walk sees as another user: these directories cannot be listed (root can read anything,
+    so the permission error is reproduced by the confinement the tool is given)."""
+
+    def __init__(self, root: Path, hidden: list[Path]) -> None:
+        super().__init__(roots=[root.resolve()])
+        self.hidden = [h.resolve() for h in hidden]
+
+    def walk_files(self, path, max_entries=200_000):  # noqa: ANN001, ANN202
+        result = super().walk_files(path, max_entries)
+        inside = lambda p: any(p == h or h in p.parents for h in self.hidden)  # noqa: E731
+        result.files = [f for f in result.files if not inside(f.path)]
+        result.dirs = [d for d in result.dirs if not inside(d) or d in self.hidden]
+        result.unreadable += self.hidden
+        return result
+
+
+def test_unreadable_directories_are_not_called_interrupted_saves(tmp_path: Path) -> None:
+    """An iter_* directory the user may not read used to be reported as 'empty (the save was interrupted)'."""
+    save = megatron_tree(tmp_path / "ckpt", iters=(100, 200), tracker="200")
+    (save / "private").mkdir()
+    conf = _Unreadable(save, [save / "iter_0000200", save / "private"])
+    report = list_checkpoints(save, confinement=conf, mounts=VOLUME)
+    by_step = {c.step: c for c in report.checkpoints}
+    assert by_step[100].valid and not by_step[100].unreadable
+    assert by_step[200].unreadable and not by_step[200].valid
+    assert "cannot read" in by_step[200].issues[0] and "interrupted" not in by_step[200].issues[0]
+    assert any(i.id == "unreadable" and "private" in i.message for i in report.issues)
+    assert recovery_plan(report).resume_from.step == 100  # an unchecked checkpoint is not resumed from blindly
+    assert by_step[200].to_dict()["unreadable"] is True
+
+
+def test_tracker_with_an_absurd_number_is_invalid(tmp_path: Path) -> None:
+    save = megatron_tree(tmp_path / "ckpt", iters=(100,), tracker="9" * 5000)
+    report = list_checkpoints(save, mounts=VOLUME)
+    assert [i.id for i in report.issues] == ["tracker-invalid"]
+    assert report.tracker_iteration is None and len(report.issues[0].message) < 300

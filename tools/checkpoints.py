@@ -75,6 +75,7 @@ class Checkpoint:
     role: str = ""  # AReaL model role dir: default, critic, ...
     ranks: int | None = None  # DCP shards written by this many ranks
     issues: list[str] = field(default_factory=list)
+    unreadable: bool = False  # (part of) the directory could not be read: not checked, not known damaged
 
     @property
     def valid(self) -> bool:
@@ -96,6 +97,7 @@ class Checkpoint:
             "role": self.role,
             "ranks": self.ranks,
             "valid": self.valid,
+            "unreadable": self.unreadable,
             "issues": self.issues,
         }
 
@@ -321,6 +323,7 @@ def list_checkpoints(
     elif hf:
         report.layout = "hf"
     ckpts = areal + slime + hf
+    _mark_unreadable(ckpts, walk.unreadable, report)
     for c in ckpts:
         if c.experiment:
             trials = report.experiments.setdefault(c.experiment, [])
@@ -350,6 +353,27 @@ def list_checkpoints(
                                    f"(earliest: step {report.checkpoints[0].step})", str(resolved),
                                    card_citation("no-checkpoints-found")))
     return report
+
+
+def _mark_unreadable(ckpts: list[Checkpoint], unreadable: list[Path], report: CheckpointReport) -> None:
+    """A directory the walk could not enter is not an interrupted save: say it could not be read."""
+    if not unreadable:
+        return
+    owned: set[Path] = set()
+    for c in ckpts:
+        inside = [u for u in unreadable if u == Path(c.path) or Path(c.path) in u.parents]
+        if inside:
+            owned.update(inside)
+            c.unreadable = True
+            c.issues = [f"cannot read {inside[0]}" + (f" (+{len(inside) - 1} more)" if len(inside) > 1 else "")
+                        + ": its contents were not checked; run as the user that wrote the checkpoints (often root)"]
+    rest = [u for u in unreadable if u not in owned]
+    if rest:
+        report.issues.append(Issue(
+            "unreadable", "warning",
+            f"{len(rest)} path(s) could not be read, so checkpoints under them may be missing from this list: "
+            + ", ".join(map(str, rest[:5])) + (" ..." if len(rest) > 5 else "")
+            + "; run as the user that wrote them (often root)", str(rest[0]), card_citation("no-checkpoints-found")))
 
 
 def _name_mismatch(experiment: str | None, trial: str | None, seen: dict[str, list[str]]) -> Issue:
@@ -444,7 +468,7 @@ def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confine
         if text == "release":
             report.tracker_iteration = 0
             continue
-        if not text.isdigit():
+        if not text.isdigit() or len(text) > 9:  # iteration numbers are written as iter_%07d
             report.issues.append(Issue("tracker-invalid", "error", f"{tracker.path}: {text[:40]!r} is not an iteration number; "
                                        "Megatron cannot resume", str(tracker.path), card_citation("megatron-tracker-file")))
             continue

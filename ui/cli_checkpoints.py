@@ -61,7 +61,7 @@ def render(report: Any) -> str:
     for c in report.selected():
         names = "/".join(x for x in (c.experiment, c.trial, c.role) if x)
         step = "?" if c.step is None else str(c.step)
-        status = "ok" if c.valid else "DAMAGED"
+        status = "ok" if c.valid else ("UNREAD" if c.unreadable else "DAMAGED")
         lines.append(f"  step {step:>7}  {c.kind:<13} {_time(c.mtime)}  {_size(c.size_bytes):>10}  {status:<7} {names}")
         lines.append(f"      {c.path}")
         for issue in c.issues:
