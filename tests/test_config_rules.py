@@ -48,6 +48,7 @@ FIXED = [
     (SLIME / "max_tokens_no_dynamic.sh", "slime-max-tokens-needs-dynamic-batch", {}, "--use-dynamic-batch-size", True),
     (SLIME / "context_parallel.sh", "slime-context-parallel", {}, "--context-parallel-size", "4"),
     (SLIME / "colocate_mem.sh", "slime-colocate-mem-fraction", {}, "--sglang-mem-fraction-static", "0.8"),
+    (SLIME / "mem_fraction_range.sh", "slime-mem-fraction-range", {}, "--sglang-mem-fraction-static", "0.85"),
     (SLIME / "no_load.sh", "slime-resume", {"spot": True}, "--load", "/workspace/ckpt/qwen3-4b-grpo"),
     (SLIME / "no_save_interval.sh", "slime-save-interval", {}, "--save-interval", "20"),
     (SLIME / "save_relative.sh", "slime-save-absolute", {}, "--save", "/workspace/outputs/ckpt/qwen3-4b-grpo"),

@@ -667,9 +667,16 @@ def _areal_mem_fraction_range(cfg: ArealConfig, ctx: LintContext, rule: Rule) ->
     value = _float(cfg.get(key))
     if value is None or 0 < value < 1:
         return []
-    new = round(value / 100, 2) if 1 < value <= 100 and 0 < value / 100 < 1 else 0.8
     return [rule.problem(ctx, key, f"{key} = {value} is a share of GPU memory and must lie between 0 and 1",
-                         line=cfg.line(key), changes=[rule.change(key, value, new, "a fraction of GPU memory, not a percentage")])]
+                         line=cfg.line(key), changes=[rule.change(key, value, _as_fraction(value), FRACTION_REASON)])]
+
+
+FRACTION_REASON = "a fraction of GPU memory, not a percentage"
+
+
+def _as_fraction(value: float) -> float:
+    """A memory share written as a percentage (85) becomes 0.85; anything else out of (0, 1) becomes 0.8."""
+    return round(value / 100, 2) if 1 < value < 100 else 0.8
 
 
 def _sglang_rollout(layout: ArealLayout) -> bool:
@@ -1105,6 +1112,16 @@ def _slime_colocate_mem(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> li
                          line=launch.line("--sglang-mem-fraction-static") or launch.line("--colocate"),
                          changes=[rule.change("--sglang-mem-fraction-static", value, SLIME_COLOCATED_MEM_FRACTION,
                                               "slime recommends 0.8 when training and inference share GPUs", op=op)])]
+
+
+@check("slime_mem_fraction_range")
+def _slime_mem_fraction_range(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+    flag = "--sglang-mem-fraction-static"
+    value = _float(launch.get(flag))
+    if value is None or 0 < value < 1:
+        return []
+    return [rule.problem(ctx, flag, f"{flag} {value:g} is a share of GPU memory and must lie between 0 and 1",
+                         line=launch.line(flag), changes=[rule.change(flag, value, _as_fraction(value), FRACTION_REASON)])]
 
 
 @check("slime_resume")
