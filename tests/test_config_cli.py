@@ -205,3 +205,15 @@ def test_symlink_loop_or_long_name_is_one_line_exit_2(tmp_path: Path) -> None:
         result = run(*args)
         assert result.exit_code == 2, (args, result.output)
         assert result.stderr.startswith("rlmedic: error:") and result.stderr.count("\n") == 1, result.output
+
+
+def test_empty_areal_config_is_flagged_not_clean(tmp_path: Path) -> None:
+    """An empty YAML (wrong file, truncated copy) used to lint as 'no problems found'."""
+    for text in ("", "# only a comment\n"):
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(text)
+        result = run("lint-config", cfg)
+        assert result.exit_code == 0 and "no problems found" not in result.stdout
+        assert "no settings found" in result.stdout
+        fixed = run("fix-config", cfg)
+        assert "no change needed" not in fixed.stderr and "no settings found" in fixed.stderr

@@ -369,6 +369,9 @@ def lint_areal(config: ArealConfig, ctx: LintContext | None = None, *, rules: di
 
     ctx = ctx or LintContext()
     problems = check_schema(config)
+    if not config.data:  # the slime parser says the same of a script without flags
+        problems.append(Problem(key="", message="no settings found: the file is empty or only comments (is this the "
+                                "config the run uses?)", severity="warning", rule="areal-parse"))
     attach_schema_fixes(config, problems)
     for rule in (rules or load_rules()).values():
         if rule.framework == "areal":

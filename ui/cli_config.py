@@ -96,8 +96,9 @@ def render_fix(result: Any) -> str:
     lines = []
     if result.phases:
         lines.append(f"failure phase(s) from the log: {', '.join(result.phases)}")
+    left = [p for p in result.remaining if p.severity in ("critical", "error", "warning")]
     if not result.changes:
-        lines.append(f"{result.path}: no change needed" if result.valid else f"{result.path}: no automatic fix for the problems below")
+        lines.append(f"{result.path}: no automatic fix for the problems below" if left else f"{result.path}: no change needed")
     else:
         lines.append(f"{len(result.changes)} change(s) to {result.path}:")
         for i, c in enumerate(result.changes, 1):
@@ -114,7 +115,6 @@ def render_fix(result: Any) -> str:
         lines.append("if that is not enough, next in order:")
         for c in result.alternatives:
             lines.append(f"  - {c.key}: {c.old!r} -> {c.new!r} ({c.reason}){_cite(c.citation)}")
-    left = [p for p in result.remaining if p.severity in ("critical", "error", "warning")]
     if left:
         lines.append("still to look at:")
         for p in left:
