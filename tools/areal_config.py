@@ -26,7 +26,7 @@ from typing import Any
 
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
-from rlmedic.tools.config_rules import Problem, doc_citation
+from rlmedic.tools.config_rules import EditableText, Problem, doc_citation
 
 DATA = Path(__file__).parent / "data"
 SCHEMA_PATH = DATA / "areal_schema.json"
@@ -96,7 +96,7 @@ def format_scalar(value: Any) -> str:
 
 
 @dataclass
-class ArealConfig:
+class ArealConfig(EditableText):
     """One AReaL YAML file: its text, its round-trip tree, and edits made to it."""
 
     path: str
@@ -176,25 +176,6 @@ class ArealConfig:
     def dotted_keys(self) -> Iterator[str]:
         """Every dotted key of the file (mappings inside lists use the item index)."""
         yield from _walk_keys(self.data, "")
-
-    @property
-    def changed(self) -> bool:
-        return self.text != self.original
-
-    def dump(self) -> str:
-        return self.text
-
-    def diff(self, from_name: str = "", to_name: str = "") -> str:
-        """Unified diff from the original text to the current text."""
-        name = Path(self.path).name
-        return "".join(
-            difflib.unified_diff(
-                self.original.splitlines(keepends=True),
-                self.text.splitlines(keepends=True),
-                fromfile=from_name or f"a/{name}",
-                tofile=to_name or f"b/{name}",
-            )
-        )
 
     def copy(self) -> ArealConfig:
         return ArealConfig(path=self.path, original=self.original, text=self.text)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import platform
 import socket
@@ -240,7 +241,7 @@ def _convert(annotation: str, value: Any, where: str) -> Any:
             number = float(value)
         except ValueError:
             raise ValueError(f"{where}: {value!r} is not a number") from None
-        if number != number or number in (float("inf"), float("-inf")):
+        if not math.isfinite(number):
             raise ValueError(f"{where}: {value!r} is not a finite number")
         return int(number) if base == "int" else number
     if base == "str":
@@ -263,7 +264,7 @@ def _list(value: Any, where: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValueError(f"{where} must be a list")
+        raise TypeError(f"{where} must be a list")
     return value
 
 
@@ -276,7 +277,7 @@ _PROC_FIELDS = {"pid", "used_gpu_memory", "type", "visible", "name", "cmdline", 
 
 def _gpu_from_dict(data: Any, where: str) -> GpuInfo:
     if not isinstance(data, dict):
-        raise ValueError(f"{where} must be an object")
+        raise TypeError(f"{where} must be an object")
     info = GpuInfo(**_typed(GpuInfo, {k: v for k, v in data.items() if k in _GPU_FIELDS}, where))
     cc = data.get("compute_capability")
     if cc is not None:
@@ -287,7 +288,7 @@ def _gpu_from_dict(data: Any, where: str) -> GpuInfo:
     for i, raw in enumerate(_list(data.get("processes"), f"{where}.processes")):
         pwhere = f"{where}.processes[{i}]"
         if not isinstance(raw, dict):
-            raise ValueError(f"{pwhere} must be an object")
+            raise TypeError(f"{pwhere} must be an object")
         proc = GpuProcess(**_typed(GpuProcess, {k: v for k, v in raw.items() if k in _PROC_FIELDS}, pwhere))
         proc.cmdline, proc.name, proc.username = redact(proc.cmdline)[:500], redact(proc.name), redact(proc.username)
         info.processes.append(proc)

@@ -12,17 +12,15 @@ original only where it must.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
-from rlmedic.tools.config_rules import Problem
+from rlmedic.tools.config_rules import EditableText, Problem
 
 TRAIN_ENTRIES = ("train_async.py", "train.py")
 _ARRAY_REF = re.compile(r'^"?\$\{(\w+)\[[@*]\]\}"?$')
@@ -163,7 +161,7 @@ class FlagOccurrence:
 
 
 @dataclass
-class SlimeLaunch:
+class SlimeLaunch(EditableText):
     """A parsed slime launch: the training entry point and its flags, in order."""
 
     path: str
@@ -284,17 +282,6 @@ class SlimeLaunch:
             out += [self.expand(v) for v in f.values]
         return out
 
-    @property
-    def changed(self) -> bool:
-        return self.text != self.original
-
-    def dump(self) -> str:
-        return self.text
-
-    def diff(self, from_name: str = "", to_name: str = "") -> str:
-        name = Path(self.path).name
-        return "".join(difflib.unified_diff(self.original.splitlines(keepends=True), self.text.splitlines(keepends=True),
-                                            fromfile=from_name or f"a/{name}", tofile=to_name or f"b/{name}"))
 
     # ---- editing
 
