@@ -189,8 +189,23 @@ class Problem:
 # --------------------------------------------------------------------------- the table
 
 
+class _Cited:
+    """A rule or a remedy: its id and citations stamp the changes it proposes."""
+
+    id: str
+    citations: tuple[Citation, ...]
+
+    @property
+    def citation(self) -> Citation | None:
+        return self.citations[0] if self.citations else None
+
+    def change(self, key: str, old: Any, new: Any, reason: str, op: str = "set") -> Change:
+        return Change(key=key, old=old, new=new, reason=reason, citation=self.citation, rule=self.id, op=op,
+                      citations=list(self.citations))
+
+
 @dataclass(frozen=True)
-class Rule:
+class Rule(_Cited):
     id: str
     framework: str
     severity: str
@@ -200,10 +215,6 @@ class Rule:
     seed: str = ""
     needs: tuple[str, ...] = ()
     check: str = ""
-
-    @property
-    def citation(self) -> Citation | None:
-        return self.citations[0] if self.citations else None
 
     def severity_for(self, ctx: LintContext) -> str:
         return self.spot_severity if (self.spot_severity and ctx.is_spot) else self.severity
@@ -219,13 +230,9 @@ class Rule:
             rule=self.id, line=line, changes=list(changes or []), citations=list(self.citations),
         )
 
-    def change(self, key: str, old: Any, new: Any, reason: str, op: str = "set") -> Change:
-        return Change(key=key, old=old, new=new, reason=reason, citation=self.citation, rule=self.id, op=op,
-                      citations=list(self.citations))
-
 
 @dataclass(frozen=True)
-class Remedy:
+class Remedy(_Cited):
     id: str
     framework: str
     phase: str
@@ -233,10 +240,6 @@ class Remedy:
     key: str = ""
     flag: str = ""
     action: str = ""
-
-    @property
-    def citation(self) -> Citation | None:
-        return self.citations[0] if self.citations else None
 
 
 _SEVERITIES = ("critical", "error", "warning", "info")

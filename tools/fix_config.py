@@ -171,14 +171,8 @@ def remedy(name: str) -> Callable[[RemedyFn], RemedyFn]:
     return register
 
 
-def _change(remedy_: Remedy, key: str, old: Any, new: Any, reason: str, op: str = "set") -> Change:
-    return Change(key=key, old=old, new=new, reason=reason, citation=remedy_.citation, rule=remedy_.id, op=op,
-                  citations=list(remedy_.citations))
-
-
 def _action(remedy_: Remedy, reason: str) -> list[Change]:
-    return [Change(key="", old=None, new=None, reason=reason, citation=remedy_.citation, rule=remedy_.id, op="action",
-                   citations=list(remedy_.citations))]
+    return [remedy_.change("", None, None, reason, op="action")]
 
 
 def _num(value: Any) -> float | None:
@@ -208,7 +202,7 @@ def _r_kill(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 def _r_mem_efficient_load(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     if cfg.get(r.key) is True or not str(cfg.get("actor.backend") or "fsdp").startswith("fsdp"):
         return None
-    return [_change(r, r.key, cfg.get(r.key), True, "load weights on CPU and broadcast after sharding, lowering peak memory at start-up")]
+    return [r.change(r.key, cfg.get(r.key), True, "load weights on CPU and broadcast after sharding, lowering peak memory at start-up")]
 
 
 @remedy("reduce-concurrent-rollouts")
@@ -218,7 +212,7 @@ def _r_concurrent(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     if value is None or value <= 1:
         return None
     new = max(1, int(value * 3 // 4))
-    return [_change(r, key, int(value), new, "fewer parallel generation requests directly lower the inference servers' memory")]
+    return [r.change(key, int(value), new, "fewer parallel generation requests directly lower the inference servers' memory")]
 
 
 @remedy("rollout-tensor-parallel")
@@ -235,7 +229,7 @@ def _r_rollout_tp(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     if spec.d < 2 or spec.d % 2:
         return None
     new = spec.with_dims(d=spec.d // 2, t=spec.t * 2)
-    return [_change(r, r.key, raw, new.raw, f"shard each server's weights over {spec.t * 2} GPUs (same {spec.world} GPUs, "
+    return [r.change(r.key, raw, new.raw, f"shard each server's weights over {spec.t * 2} GPUs (same {spec.world} GPUs, "
                     "lower throughput)")]
 
 
@@ -248,7 +242,7 @@ def _r_lower_mem_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change]
     if value is None or value <= 0.5:
         return None
     new = round(max(0.5, value - 0.1), 2)
-    return [_change(r, r.key, cfg.get(r.key), new, "leave headroom outside SGLang's static pool for activations and CUDA graphs")]
+    return [r.change(r.key, cfg.get(r.key), new, "leave headroom outside SGLang's static pool for activations and CUDA graphs")]
 
 
 @remedy("min-tokens-per-mb")
@@ -260,14 +254,14 @@ def _r_min_tokens(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     floor = int(length + new_tokens)
     if value <= floor:
         return None
-    return [_change(r, r.key, int(value), floor, f"the smallest safe micro-batch: max_length {int(length)} + max_new_tokens {int(new_tokens)}")]
+    return [r.change(r.key, int(value), floor, f"the smallest safe micro-batch: max_length {int(length)} + max_new_tokens {int(new_tokens)}")]
 
 
 @remedy("gradient-checkpointing")
 def _r_grad_ckpt(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     if cfg.get(r.key) is True:
         return None
-    return [_change(r, r.key, cfg.get(r.key), True, "recompute activations in the backward pass instead of storing them")]
+    return [r.change(r.key, cfg.get(r.key), True, "recompute activations in the backward pass instead of storing them")]
 
 
 @remedy("ulysses-context-parallel")
@@ -286,7 +280,7 @@ def _r_ulysses(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     if spec.hybrid or spec.d < 2 or spec.d % 2 or model.heads % (spec.c * 2):
         return None
     new = spec.with_dims(d=spec.d // 2, c=spec.c * 2)
-    return [_change(r, r.key, raw, new.raw, f"split long sequences over {spec.c * 2} GPUs with Ulysses; "
+    return [r.change(r.key, raw, new.raw, f"split long sequences over {spec.c * 2} GPUs with Ulysses; "
                     f"{spec.c * 2} divides {model.name}'s {model.heads} attention heads")]
 
 
@@ -294,21 +288,21 @@ def _r_ulysses(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 def _r_per_layer(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     if cfg.get(r.key) is True or not str(cfg.get("actor.backend") or "fsdp").startswith("fsdp"):
         return None
-    return [_change(r, r.key, cfg.get(r.key), True, "stream optimizer states layer by layer instead of holding them all on the GPU")]
+    return [r.change(r.key, cfg.get(r.key), True, "stream optimizer states layer by layer instead of holding them all on the GPU")]
 
 
 @remedy("lightweight-optimizer")
 def _r_optimizer(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     if cfg.get(r.key) not in ("adam", None) or cfg.get("actor.optimizer") is None:
         return None
-    return [_change(r, r.key, cfg.get(r.key), "adam_bf16", "bf16 optimizer states use half the memory of fp32 Adam")]
+    return [r.change(r.key, cfg.get(r.key), "adam_bf16", "bf16 optimizer states use half the memory of fp32 Adam")]
 
 
 @remedy("disk-weight-update")
 def _r_disk_update(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     if cfg.get(r.key) == "disk":
         return None
-    return [_change(r, r.key, cfg.get(r.key), "disk", "send weights through cluster.fileroot instead of NCCL buffers "
+    return [r.change(r.key, cfg.get(r.key), "disk", "send weights through cluster.fileroot instead of NCCL buffers "
                     "(fileroot must be shared by all nodes)")]
 
 
@@ -322,7 +316,7 @@ def _r_worker_mem(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     value = _num(cfg.get(r.key))
     if value is None or cfg.get(r.key, resolve=False) != cfg.get(r.key):
         return None
-    return [_change(r, r.key, int(value), int(value * 2), "data transfer between workers runs out of host memory; give "
+    return [r.change(r.key, int(value), int(value * 2), "data transfer between workers runs out of host memory; give "
                     "each worker twice as much")]
 
 
@@ -337,10 +331,10 @@ def _r_colocated_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change]
     if fit is not None and fit.max_mem_fraction is not None:
         if fit.max_mem_fraction >= value:
             return None
-        return [_change(r, r.key, cfg.get(r.key), fit.max_mem_fraction, f"largest share that leaves the trainer room: {fit.reason}")]
+        return [r.change(r.key, cfg.get(r.key), fit.max_mem_fraction, f"largest share that leaves the trainer room: {fit.reason}")]
     if value is None or value <= 0.5:
         return None
-    return [_change(r, r.key, cfg.get(r.key), 0.5, "SGLang and the trainer share the GPU; 0.5 is the share that fits on "
+    return [r.change(r.key, cfg.get(r.key), 0.5, "SGLang and the trainer share the GPU; 0.5 is the share that fits on "
                     "48 GB cards (A40) in the seed's memory breakdown")]
 
 
@@ -354,10 +348,10 @@ def _r_timeouts(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     out = []
     timeout, retries = _num(cfg.get("rollout.request_timeout")), _num(cfg.get("rollout.request_retries"))
     if timeout is None or timeout < LONG_RUN_REQUEST_TIMEOUT:
-        out.append(_change(r, "rollout.request_timeout", cfg.get("rollout.request_timeout"), LONG_RUN_REQUEST_TIMEOUT,
+        out.append(r.change("rollout.request_timeout", cfg.get("rollout.request_timeout"), LONG_RUN_REQUEST_TIMEOUT,
                            "wait out slow generations and server restarts instead of failing the rollout"))
     if retries is None or retries < LONG_RUN_REQUEST_RETRIES:
-        out.append(_change(r, "rollout.request_retries", cfg.get("rollout.request_retries"), LONG_RUN_REQUEST_RETRIES,
+        out.append(r.change("rollout.request_retries", cfg.get("rollout.request_retries"), LONG_RUN_REQUEST_RETRIES,
                            "retry transient disconnects"))
     return out or None
 
@@ -369,10 +363,10 @@ def _r_timeouts(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 def _r_slime_mem(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     value = _num(launch.get(r.flag))
     if value is None:
-        return [_change(r, r.flag, None, 0.7, "SGLang's default share is too large here; slime's examples use 0.7", op="add_flag")]
+        return [r.change(r.flag, None, 0.7, "SGLang's default share is too large here; slime's examples use 0.7", op="add_flag")]
     if value <= 0.4:
         return None
-    return [_change(r, r.flag, value, round(max(0.4, value - 0.1), 2), "leave headroom outside SGLang's static pool")]
+    return [r.change(r.flag, value, round(max(0.4, value - 0.1), 2), "leave headroom outside SGLang's static pool")]
 
 
 @remedy("slime-more-gpus-per-engine")
@@ -383,7 +377,7 @@ def _r_slime_tp(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None
         total = (launch.get_int("--actor-num-nodes") or 1) * (launch.get_int("--actor-num-gpus-per-node") or 8)
     if not total or total % (per * 2):
         return None
-    return [_change(r, r.flag, per, per * 2, "shard each SGLang engine over twice as many GPUs", op="set" if launch.has(r.flag) else "add_flag")]
+    return [r.change(r.flag, per, per * 2, "shard each SGLang engine over twice as many GPUs", op="set" if launch.has(r.flag) else "add_flag")]
 
 
 @remedy("slime-max-tokens-per-gpu")
@@ -396,10 +390,10 @@ def _r_slime_max_tokens(launch: Any, ctx: LintContext, r: Remedy) -> list[Change
     target = max(1, resp // cp)
     out = []
     if value is None or value > target:
-        out.append(_change(r, r.flag, value, target, f"start at rollout_max_response_len / context_parallel_size = {resp} / {cp}",
+        out.append(r.change(r.flag, value, target, f"start at rollout_max_response_len / context_parallel_size = {resp} / {cp}",
                            op="set" if value is not None else "add_flag"))
     if out and not launch.has("--use-dynamic-batch-size"):
-        out.append(_change(r, "--use-dynamic-batch-size", None, True, "--max-tokens-per-gpu only acts with dynamic batch size", op="add_flag"))
+        out.append(r.change("--use-dynamic-batch-size", None, True, "--max-tokens-per-gpu only acts with dynamic batch size", op="add_flag"))
     return out or None
 
 
@@ -408,9 +402,9 @@ def _r_slime_recompute(launch: Any, ctx: LintContext, r: Remedy) -> list[Change]
     if launch.has("--recompute-granularity") or launch.has("--recompute-activations"):
         return None
     reason = "recompute activations in the backward pass (Megatron recomputation)"
-    return [_change(r, "--recompute-granularity", None, "full", reason, op="add_flag"),
-            _change(r, "--recompute-method", None, "uniform", reason, op="add_flag"),
-            _change(r, "--recompute-num-layers", None, 1, reason, op="add_flag")]
+    return [r.change("--recompute-granularity", None, "full", reason, op="add_flag"),
+            r.change("--recompute-method", None, "uniform", reason, op="add_flag"),
+            r.change("--recompute-num-layers", None, 1, reason, op="add_flag")]
 
 
 @remedy("slime-context-parallel-size")
@@ -421,7 +415,7 @@ def _r_slime_cp(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None
     world = (launch.get_int("--actor-num-nodes") or 1) * (launch.get_int("--actor-num-gpus-per-node") or 8)
     if world % (tp * pp * cp * 2):
         return None
-    return [_change(r, r.flag, cp, cp * 2, "split each long sequence over twice as many GPUs", op="set" if launch.has(r.flag) else "add_flag")]
+    return [r.change(r.flag, cp, cp * 2, "split each long sequence over twice as many GPUs", op="set" if launch.has(r.flag) else "add_flag")]
 
 
 @remedy("slime-colocated-mem-fraction")
@@ -429,7 +423,7 @@ def _r_slime_colocated(launch: Any, ctx: LintContext, r: Remedy) -> list[Change]
     value = _num(launch.get(r.flag))
     if value is not None and value <= 0.4:
         return None
-    return [_change(r, r.flag, value, 0.4, "in colocated mode Megatron keeps memory next to SGLang; the slime guide lowers "
+    return [r.change(r.flag, value, 0.4, "in colocated mode Megatron keeps memory next to SGLang; the slime guide lowers "
                     "the share to 0.4", op="set" if value is not None else "add_flag")]
 
 
@@ -437,7 +431,7 @@ def _r_slime_colocated(launch: Any, ctx: LintContext, r: Remedy) -> list[Change]
 def _r_slime_ft(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
     if launch.has(r.flag):
         return None
-    return [_change(r, r.flag, None, True, "restart crashed SGLang engines instead of failing the run", op="add_flag")]
+    return [r.change(r.flag, None, True, "restart crashed SGLang engines instead of failing the run", op="add_flag")]
 
 
 # --------------------------------------------------------------------------- applying

@@ -262,6 +262,27 @@ class MetricCollector:
         lo, hi = max(0, index - before), min(len(s.points), index + after + 1)
         return [(p.step, p.value) for p in s.points[lo:hi]]
 
+    @staticmethod
+    def _event(name: str, s: Series, index: int, rule: dict[str, Any], *, kind: str, severity: str, category: str,
+               card: str, summary: str, numbers: dict[str, Any]) -> MetricEvent:
+        """The event of rule ``name`` at point ``index`` of ``s`` (the rule's table entry may override severity
+        and category)."""
+        p = s.points[index]
+        return MetricEvent(
+            rule=name,
+            kind=kind,
+            key=s.key,
+            file_index=s.file_index,
+            line=p.line,
+            step=p.step,
+            severity=rule.get("severity", severity),
+            category=rule.get("category", category),
+            card=card,
+            summary=summary,
+            numbers=numbers,
+            values=MetricCollector._window(s, index),
+        )
+
     def _zero_streak(self, s: Series, rule: dict[str, Any] | None) -> MetricEvent | None:
         if not rule:
             return None
@@ -292,20 +313,11 @@ class MetricCollector:
             f"(a dead or disconnected inference server, or a broken reward function / labels); "
             f"a circuit breaker stops after {need}"
         )
-        return MetricEvent(
-            rule="zero_reward",
-            kind="reward",
-            key=s.key,
-            file_index=s.file_index,
-            line=first.line,
-            step=first.step,
-            severity=rule.get("severity", "error"),
-            category=rule.get("category", "reward_collapse"),
-            card=rule.get("card", "zero-reward-circuit-breaker"),
-            summary=summary,
+        return self._event(
+            "zero_reward", s, best_start, rule, kind="reward", severity="error", category="reward_collapse",
+            card=rule.get("card", "zero-reward-circuit-breaker"), summary=summary,
             numbers={"first_zero_step": first.step, "zero_steps": best_len, "last_zero_step": last.step,
                      "reward_before": prior[-1] if prior else None},
-            values=self._window(s, best_start),
         )
 
     def _collapse(self, s: Series, rule: dict[str, Any] | None) -> MetricEvent | None:
@@ -327,23 +339,14 @@ class MetricCollector:
                 below += 1
                 if below >= sustain and j == len(avgs) - 1:
                     start = j - below + 1 + window - 1
-                    p = s.points[start]
-                    return MetricEvent(
-                        rule="reward_collapse",
-                        kind="reward",
-                        key=s.key,
-                        file_index=s.file_index,
-                        line=p.line,
-                        step=p.step,
-                        severity=rule.get("severity", "error"),
-                        category=rule.get("category", "reward_collapse"),
+                    return self._event(
+                        "reward_collapse", s, start, rule, kind="reward", severity="error", category="reward_collapse",
                         card=rule.get("card", "reward-collapse"),
                         summary=(
                             f"{s.key} collapsed: its {window}-step average fell from {peak:.3g} "
                             f"(step {s.points[peak_i + window - 1].step}) to {a:.3g} and stayed low for {below} steps"
                         ),
-                        numbers={"peak_avg": round(peak, 4), "current_avg": round(a, 4), "collapse_step": p.step},
-                        values=self._window(s, start),
+                        numbers={"peak_avg": round(peak, 4), "current_avg": round(a, 4), "collapse_step": s.points[start].step},
                     )
             else:
                 below = 0
@@ -354,19 +357,11 @@ class MetricCollector:
         for i, p in enumerate(s.points):
             if not math.isfinite(p.value):
                 count = sum(1 for q in s.points if not math.isfinite(q.value))
-                return MetricEvent(
-                    rule="nonfinite",
-                    kind=s.kind,
-                    key=s.key,
-                    file_index=s.file_index,
-                    line=p.line,
-                    step=p.step,
-                    severity=rule.get("severity", "error"),
-                    category=rule.get("category", "nan_loss"),
+                return MetricCollector._event(
+                    "nonfinite", s, i, rule, kind=s.kind, severity="error", category="nan_loss",
                     card=(rule.get("cards") or {}).get(s.kind, "nan-loss-explosion"),
                     summary=f"{s.key} became {p.value} at step {p.step} ({count} non-finite value(s) in total)",
                     numbers={"step": p.step, "nonfinite_count": count},
-                    values=MetricCollector._window(s, i),
                 )
         return None
 
@@ -380,22 +375,14 @@ class MetricCollector:
             if len(history) >= min_points:
                 base = statistics.median(abs(v) for v in history[-window:])
                 if base > 0 and abs(p.value) > factor * base:
-                    return MetricEvent(
-                        rule="spike",
-                        kind=s.kind,
-                        key=s.key,
-                        file_index=s.file_index,
-                        line=p.line,
-                        step=p.step,
-                        severity=rule.get("severity", "warning"),
-                        category=rule.get("category", "nan_loss"),
+                    return MetricCollector._event(
+                        "spike", s, i, rule, kind=s.kind, severity="warning", category="nan_loss",
                         card=(rule.get("cards") or {}).get(s.kind, "high-gradient-norm"),
                         summary=(
                             f"{s.key} spiked to {p.value:.4g} at step {p.step}, "
                             f"{abs(p.value) / base:.0f}x the recent median ({base:.3g})"
                         ),
                         numbers={"step": p.step, "value": p.value, "median_before": round(base, 6)},
-                        values=MetricCollector._window(s, i),
                     )
             history.append(p.value)
         return None
@@ -409,21 +396,13 @@ class MetricCollector:
             if run >= need:
                 start = i - run + 1
                 q = s.points[start]
-                return MetricEvent(
-                    rule="no_eos",
-                    kind="no_eos",
-                    key=s.key,
-                    file_index=s.file_index,
-                    line=q.line,
-                    step=q.step,
-                    severity=rule.get("severity", "warning"),
-                    category=rule.get("category", "sglang_crash"),
+                return MetricCollector._event(
+                    "no_eos", s, start, rule, kind="no_eos", severity="warning", category="sglang_crash",
                     card=rule.get("card", "generation-never-stops"),
                     summary=(
                         f"{s.key} is >= {threshold:g} from step {q.step}: generations hit the length limit "
                         f"instead of stopping (stop tokens not set for this model?)"
                     ),
                     numbers={"step": q.step, "value": q.value},
-                    values=MetricCollector._window(s, start),
                 )
         return None
