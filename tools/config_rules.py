@@ -696,20 +696,18 @@ def _areal_ulysses(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Probl
 
 @check("areal_mem_fraction_range")
 def _areal_mem_fraction_range(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
-    key = "sglang.mem_fraction_static"
-    value = _float(cfg.get(key))
+    return _mem_fraction_range(cfg, "sglang.mem_fraction_static", " = ", ctx, rule)
+
+
+def _mem_fraction_range(config: Any, key: str, sep: str, ctx: LintContext, rule: Rule) -> list[Problem]:
+    """SGLang's static memory share (AReaL key or slime flag) must be a fraction; 85 means 0.85."""
+    value = _float(config.get(key))
     if value is None or 0 < value < 1:
         return []
-    return [rule.problem(ctx, key, f"{key} = {value} is a share of GPU memory and must lie between 0 and 1",
-                         line=cfg.line(key), changes=[rule.change(key, value, _as_fraction(value), FRACTION_REASON)])]
-
-
-FRACTION_REASON = "a fraction of GPU memory, not a percentage"
-
-
-def _as_fraction(value: float) -> float:
-    """A memory share written as a percentage (85) becomes 0.85; anything else out of (0, 1) becomes 0.8."""
-    return round(value / 100, 2) if 1 < value < 100 else 0.8
+    new = round(value / 100, 2) if 1 < value < 100 else 0.8
+    return [rule.problem(ctx, key, f"{key}{sep}{value:g} is a share of GPU memory and must lie between 0 and 1",
+                         line=config.line(key),
+                         changes=[rule.change(key, value, new, "a fraction of GPU memory, not a percentage")])]
 
 
 def _sglang_rollout(layout: ArealLayout) -> bool:
@@ -1149,12 +1147,7 @@ def _slime_colocate_mem(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> li
 
 @check("slime_mem_fraction_range")
 def _slime_mem_fraction_range(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
-    flag = "--sglang-mem-fraction-static"
-    value = _float(launch.get(flag))
-    if value is None or 0 < value < 1:
-        return []
-    return [rule.problem(ctx, flag, f"{flag} {value:g} is a share of GPU memory and must lie between 0 and 1",
-                         line=launch.line(flag), changes=[rule.change(flag, value, _as_fraction(value), FRACTION_REASON)])]
+    return _mem_fraction_range(launch, "--sglang-mem-fraction-static", " ", ctx, rule)
 
 
 @check("slime_resume")
