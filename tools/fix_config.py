@@ -198,11 +198,16 @@ def _r_kill(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
                       "on one machine, `ray stop --force` on a Ray cluster (or save a snapshot with `rlmedic gpu --save`)")
 
 
-@remedy("memory-efficient-load")
-def _r_mem_efficient_load(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _fsdp_switch(cfg: Any, r: Remedy, reason: str) -> list[Change] | None:
+    """Turn on an FSDP-only option (None when it is on already or the trainer is not FSDP)."""
     if cfg.get(r.key) is True or not str(cfg.get("actor.backend") or "fsdp").startswith("fsdp"):
         return None
-    return [r.change(r.key, cfg.get(r.key), True, "load weights on CPU and broadcast after sharding, lowering peak memory at start-up")]
+    return [r.change(r.key, cfg.get(r.key), True, reason)]
+
+
+@remedy("memory-efficient-load")
+def _r_mem_efficient_load(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+    return _fsdp_switch(cfg, r, "load weights on CPU and broadcast after sharding, lowering peak memory at start-up")
 
 
 @remedy("reduce-concurrent-rollouts")
@@ -286,9 +291,7 @@ def _r_ulysses(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 @remedy("per-layer-optim-step")
 def _r_per_layer(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
-    if cfg.get(r.key) is True or not str(cfg.get("actor.backend") or "fsdp").startswith("fsdp"):
-        return None
-    return [r.change(r.key, cfg.get(r.key), True, "stream optimizer states layer by layer instead of holding them all on the GPU")]
+    return _fsdp_switch(cfg, r, "stream optimizer states layer by layer instead of holding them all on the GPU")
 
 
 @remedy("lightweight-optimizer")
