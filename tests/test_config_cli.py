@@ -217,3 +217,29 @@ def test_empty_areal_config_is_flagged_not_clean(tmp_path: Path) -> None:
         assert "no settings found" in result.stdout
         fixed = run("fix-config", cfg)
         assert "no change needed" not in fixed.stderr and "no settings found" in fixed.stderr
+
+
+def test_gpu_checkpoints_and_config_commands_import_nothing_heavy(tmp_path: Path) -> None:
+    """These commands must answer fast on a login node: no torch / chromadb / embedding stack."""
+    commands = [
+        ["gpu", "--snapshot", str(GPU / "a40_leftovers.json"), "--json"],
+        ["checkpoints", str(tmp_path), "--json"],
+        ["lint-config", str(AREAL / "mb_tokens.yaml"), "--snapshot", str(GPU / "a40_idle.json")],
+        ["fix-config", str(SLIME / "batch_arithmetic.sh"), "--json"],
+    ]
+    code = (
+        "import sys\n"
+        "from rlmedic.ui.cli import app\n"
+        f"for args in {commands!r}:\n"
+        "    try:\n"
+        "        app(args)\n"
+        "    except SystemExit as exc:\n"
+        "        assert exc.code in (0, 1, None), (args, exc.code)\n"
+        "heavy = [m for m in ('torch', 'chromadb', 'langchain', 'gradio', 'sentence_transformers', 'llama_index',\n"
+        "                     'transformers', 'tokenizers') if m in sys.modules]\n"
+        "print('HEAVY', heavy, file=sys.stderr)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "RLMEDIC_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY []" in proc.stderr, proc.stderr
