@@ -400,3 +400,26 @@ def test_one_unreadable_rank_log_does_not_hide_the_others(tmp_path: Path) -> Non
     assert {"file": str(logs / "rank1.log"), "reason": "cannot read (Permission denied)"} in diag.stats["skipped"]
     with pytest.raises(UserError, match="Permission denied"):
         diagnose([logs / "rank1.log"], confinement=conf)  # nothing else to read: still one clear error
+
+
+@pytest.mark.parametrize(
+    ("head", "prefix", "wrong"),
+    [
+        ("[2025-11-22 10:00:00] train.py:31 - Starting slime training: actor 8 GPUs, rollout 8 GPUs",
+         "(SGLangEngine pid=4001)", ("rollout.", "sglang.mem_fraction_static", "gconfig.")),
+        ("[AReaL] 20251201-09:00:00.001 LocalLauncher INFO: Launching experiment gsm8k-grpo",
+         "(RolloutWorker pid=2101)", ("--sglang-", "--rollout-")),
+    ],
+)
+def test_fixes_are_for_the_framework_that_wrote_the_log(head: str, prefix: str, wrong: tuple[str, ...]) -> None:
+    """A slime generation OOM used to lead with four AReaL keys (the only ones shown by default)."""
+    log = "\n".join([
+        head,
+        f"{prefix} [2025-11-22 10:02:21 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        f'{prefix}   File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 1090, in forward_extend',
+        f"{prefix} torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.00 GiB.",
+    ]) + "\n"
+    root = diagnose_text(log).root_finding
+    assert root is not None and root.card == "oom-sglang-generation" and root.fixes
+    keys = [f.key for f in root.fixes if f.key]
+    assert keys and not [k for k in keys if k.startswith(wrong)], keys

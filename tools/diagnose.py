@@ -18,14 +18,27 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from rlmedic.confine import Confinement, redact
 from rlmedic.errors import UserError
-from rlmedic.tools.logscan import FileInfo, Hit, HitGroup, Scanner, ScanResult, Source, expand_paths
+from rlmedic.tools.logscan import (
+    FileInfo,
+    Hit,
+    HitGroup,
+    Scanner,
+    ScanResult,
+    Source,
+    expand_paths,
+)
 from rlmedic.tools.metrics import MetricCollector, MetricEvent
-from rlmedic.tools.signatures import ROLE_RANK, Catalog, SigFix, Signature, builtin_catalog
+from rlmedic.tools.signatures import (
+    ROLE_RANK,
+    Catalog,
+    SigFix,
+    Signature,
+    builtin_catalog,
+)
 from rlmedic.types import Citation, Finding, Fix, severity_rank
 
 #: A log written to within this many seconds may still be running (not interrupted).
@@ -144,6 +157,26 @@ def _card(card_id: str) -> Any:
         return None
 
 
+def _for_framework(items: list[Any], framework: str) -> list[Any]:
+    """Items (card or signature fixes, with a ``framework`` tag) that apply to this log's framework.
+
+    An AReaL key means nothing to a slime user and vice versa: when the log says which
+    framework wrote it, fixes tagged for the other one are left out (all are kept when
+    that would leave none, or when the framework is unknown).
+    """
+    if framework not in ("areal", "slime"):
+        return items
+    kept = [it for it in items if getattr(it, "framework", "") in ("", "generic", framework)]
+    return kept or items
+
+
+def _card_fixes(card: Any, framework: str) -> list[Fix]:
+    if card is None:
+        return []
+    keep = {id(raw) for raw in _for_framework(list(card.fixes), framework)}
+    return [fix for raw, fix in zip(card.fixes, card.fix_objects(), strict=True) if id(raw) in keep]
+
+
 def _fmt_number(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
@@ -199,10 +232,10 @@ def excerpt_lines(hit: Hit, before: int = EXCERPT_BEFORE, after: int = EXCERPT_A
     return redact("\n".join(f"{mark} {n:>{width}} | {t}" for n, t, mark in rows))
 
 
-def _sig_fixes(sig: Signature, numbers: dict[str, Any]) -> list[Fix]:
+def _sig_fixes(sig: Signature, numbers: dict[str, Any], framework: str = "") -> list[Fix]:
     cite = Citation(kind="doc", ref="rlmedic/tools/data/signatures.yaml", section=sig.id)
     out = []
-    for fx in sig.fixes:
+    for fx in _for_framework(sig.fixes, framework):
         if not _when(fx.when, numbers):
             continue
         out.append(Fix(action=_render_fix(fx), key=fx.key or fx.flag, new=fx.value, why=fx.why, citation=cite))
@@ -346,7 +379,7 @@ class _Builder:
         if sig.explain:
             summary += f". {sig.explain}"
         card = _card(card_id)
-        fixes = _sig_fixes(sig, numbers) + (card.fix_objects() if card else [])
+        fixes = _sig_fixes(sig, numbers, framework) + _card_fixes(card, framework)
         citations = ([card.citation] if card else []) + [Citation(kind="log", ref=first.file, lines=(first.line, first.line))]
         occurrences = [f"{h.file}:{h.line}" for h in hits[:MAX_OCCURRENCES]]
         evidence: dict[str, Any] = {
@@ -431,7 +464,7 @@ class _Builder:
             file=info.name,
             line=ev.line,
             evidence=evidence,
-            fixes=card.fix_objects() if card else [],
+            fixes=_card_fixes(card, fw or ""),
             citations=([card.citation] if card else []) + [Citation(kind="log", ref=info.name, lines=(ev.line, ev.line))],
             card=ev.card,
         )
@@ -493,7 +526,7 @@ class _Builder:
             file=info.name,
             line=line,
             evidence=evidence,
-            fixes=card.fix_objects() if card else [],
+            fixes=_card_fixes(card, self.framework.get(info.index, "")),
             citations=([card.citation] if card else []) + [Citation(kind="log", ref=info.name, lines=(line, line))],
             card="spot-interruption",
         )
@@ -515,7 +548,7 @@ class _Builder:
             file=info.name,
             line=line,
             evidence={"excerpt": "", "numbers": {"last_step": step}, "count": 1, "occurrences": [], "signature": "absent:recover-info-dumped", "role": "symptom"},
-            fixes=card.fix_objects() if card else [],
+            fixes=_card_fixes(card, self.framework.get(info.index, "")),
             citations=[card.citation] if card else [],
             card="recovery-checkpoint-missing",
         )
