@@ -372,3 +372,16 @@ def test_tracker_with_an_absurd_number_is_invalid(tmp_path: Path) -> None:
     report = list_checkpoints(save, mounts=VOLUME)
     assert [i.id for i in report.issues] == ["tracker-invalid"]
     assert report.tracker_iteration is None and len(report.issues[0].message) < 300
+
+
+def test_plan_never_shows_secrets_from_the_config(tmp_path: Path) -> None:
+    """The plan quotes config values it compares (cluster.fileroot): a URL with credentials leaked."""
+    fileroot = tmp_path / "fileroot"
+    areal_tree(fileroot, exp="e", trial="t", steps=(5,), recover_step=None)
+    config = write(tmp_path / "c.yaml", "experiment_name: e\ntrial_name: t\ncluster:\n"
+                   "  fileroot: s3://AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI@bucket/areal\n")
+    for extra in ([], ["--json"]):
+        result = runner.invoke(app, ["checkpoints", str(fileroot), "--config", str(config), *extra])
+        assert result.exit_code == 0, result.output
+        assert "cluster.fileroot" in result.stdout and "[REDACTED]" in result.stdout
+        assert "AKIAIOSFODNN7EXAMPLE" not in result.stdout and "wJalrXUtnFEMI" not in result.stdout

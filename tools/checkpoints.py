@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rlmedic.confine import Confinement, FileEntry
+from rlmedic.confine import Confinement, FileEntry, redact_value
 from rlmedic.errors import UserError
 from rlmedic.tools.config_rules import card_citation, doc_citation
 from rlmedic.types import Citation, Finding
@@ -152,7 +152,8 @@ class CheckpointReport:
         return max(pool, key=lambda c: (c.step if c.step is not None else -1, c.mtime), default=None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The JSON contract; config values quoted in the plan (fileroot URLs...) are redacted."""
+        return redact_value({
             "root": self.root,
             "layout": self.layout,
             "before_step": self.before_step,
@@ -163,7 +164,7 @@ class CheckpointReport:
             "issues": [i.to_dict() for i in self.issues],
             "truncated": self.truncated,
             "plan": self.plan.to_dict() if self.plan else None,
-        }
+        })
 
 
 # --------------------------------------------------------------------------- storage checks

@@ -54,6 +54,8 @@ def _time(ts: float) -> str:
 
 
 def render(report: Any) -> str:
+    from rlmedic.confine import redact
+
     lines = [f"{report.root}: {report.layout} layout, {len(report.checkpoints)} checkpoint(s)"
              + (f", {len(report.selected())} before step {report.before_step}" if report.before_step is not None else "")]
     if report.tracker_iteration is not None:
@@ -85,4 +87,4 @@ def render(report: Any) -> str:
             lines.append(f"  DIFFERS: {diff}")
         if plan.citations:
             lines.append("  sources: " + "; ".join(str(c) for c in plan.citations))
-    return "\n".join(lines)
+    return redact("\n".join(lines))  # the plan quotes config values (fileroot URLs, names)
