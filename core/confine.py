@@ -33,6 +33,9 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("slack_token", re.compile(r"()\bxox[abposr]-[A-Za-z0-9-]{10,}")),
     ("slack_app_token", re.compile(r"()\bxapp-[A-Za-z0-9-]{10,}")),
     ("github_token", re.compile(r"()\bgh[pousr]_[A-Za-z0-9]{30,}")),
+    ("github_fine_grained_token", re.compile(r"()\bgithub_pat_[A-Za-z0-9_]{40,}")),
+    ("google_api_key", re.compile(r"()\bAIza[0-9A-Za-z_-]{35}")),
+    ("netrc_password", re.compile(r"(?i)(\bmachine\s+\S+\s+login\s+\S+\s+password\s+)\S+")),
     ("aws_access_key", re.compile(r"()\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
     (
         "aws_secret_key",
@@ -59,8 +62,11 @@ _SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "generic_secret_assignment",
         re.compile(
-            r"(?i)(\b[A-Z0-9_]*(?:api[_-]?key|secret|token|password|passwd)[A-Z0-9_]*\s*[=:]\s*['\"]?)"
-            r"(?!\[REDACTED\])[^\s'\",}]{8,}"
+            # the key may be quoted (JSON, Python dicts, os.environ["..."]) before its = or :; "token" is
+            # a word of its own (tokens, tokenizer_path are settings); ${interpolations} and
+            # <special|tokens> are never secrets
+            r"(?i)(\b[A-Z0-9_]*(?:api[_-]?key|secret|token(?![a-z])|password|passwd)[A-Z0-9_]*['\"]?\]?\s*[=:]\s*['\"]?)"
+            r"(?!\[REDACTED\]|\$\{|<)[^\s'\",}]{8,}"
         ),
     ),
 ]

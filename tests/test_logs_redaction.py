@@ -23,6 +23,11 @@ SECRETS = {
     "authorization": "Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345",
     "authorization_json": '{"Authorization": "Bearer abcdefghijklmnopqrstuvwxyz012345"}',
     "url_password": "connecting to https://trainer:s3cr3tPassw0rd@registry.example.com/v2",
+    "json_quoted_key": '{"wandb_api_key": "0123456789abcdef0123456789abcdef01234567"}',
+    "python_environ": 'os.environ["HF_TOKEN"] = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"',
+    "netrc": "machine api.wandb.ai login user password 0123456789abcdef0123456789abcdef01234567",
+    "github_fine_grained": "GH github_pat_11ABCDEFG0abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV012345",
+    "google": "key AIzaSyA1234567890abcdefghijklmnopqrstuv",
 }
 SECRET_VALUES = [
     "0123456789abcdef0123456789abcdef01234567",
@@ -33,6 +38,8 @@ SECRET_VALUES = [
     "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "abcdefghijklmnopqrstuvwxyz012345",
     "s3cr3tPassw0rd",
+    "github_pat_11ABCDEFG0",
+    "AIzaSyA1234567890",
 ]
 
 
@@ -44,8 +51,19 @@ def test_each_token_kind_is_redacted(kind: str) -> None:
     assert not any(v in out for v in SECRET_VALUES), out
 
 
-def test_useful_settings_are_not_redacted() -> None:
-    text = "--input-key prompt --max-tokens-per-gpu 4096  max_tokens_per_gpu ...... 4096"
+@pytest.mark.parametrize(
+    "text",
+    [
+        "--input-key prompt --max-tokens-per-gpu 4096  max_tokens_per_gpu ...... 4096",
+        # settings whose names contain "token" but are not tokens; they show up in config diffs
+        "tokenizer_path: /models/Qwen2.5-7B-Instruct",
+        "  max_new_tokens: ${gconfig.max_new_tokens}",
+        '{"max_tokens_per_mb": 20480000, "tokenizer": "/models/qwen/tokenizer"}',
+        "  pad_token: <|endoftext|>",
+        "  tokenizer_path: ${tokenizer_path}",
+    ],
+)
+def test_useful_settings_are_not_redacted(text: str) -> None:
     assert redact(text) == text
 
 
