@@ -423,3 +423,30 @@ def test_fixes_are_for_the_framework_that_wrote_the_log(head: str, prefix: str, 
     assert root is not None and root.card == "oom-sglang-generation" and root.fixes
     keys = [f.key for f in root.fixes if f.key]
     assert keys and not [k for k in keys if k.startswith(wrong)], keys
+
+
+def test_gzip_cut_short_is_scanned_up_to_the_cut(tmp_path: Path) -> None:
+    """A log gzipped by a run that was killed has no gzip end: it used to be dropped whole as 'unreadable'."""
+    head = "".join(f"(TrainWorker pid=1) [AReaL] 20251201-09:{i:02d}:40.500 StatsLogger INFO: Epoch 1/5 Step {i}/233 "
+                   f"Train step {i}/1165 done.\n" for i in range(1, 40))
+    oom = "(TrainWorker pid=1) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    data = gzip.compress((head + oom + "filler line\n" * 20000).encode())
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rank0.log.gz").write_bytes(data[: len(data) * 2 // 3])
+    (logs / "rank1.log").write_text("ValueError: unrelated on rank 1\n")
+    diag = diagnose([logs])
+    assert diag.root_finding is not None
+    assert (diag.root_finding.id, diag.root_finding.file, diag.root_finding.line) == ("cuda-oom", str(logs / "rank0.log.gz"), 40)
+    assert [p["file"] for p in diag.stats["partial"]] == [str(logs / "rank0.log.gz")]
+    assert "ends early" in diag.stats["partial"][0]["reason"]
+    assert not diag.stats["skipped"]
+    # two gzip members (a rotated log appended to) read as one file; a non-gzip body after the magic is skipped
+    two = tmp_path / "two.log.gz"
+    two.write_bytes(gzip.compress(head.encode()) + gzip.compress(oom.encode()))
+    both = diagnose([two])
+    assert (both.root_finding.id, both.root_finding.line) == ("cuda-oom", 40) and not both.stats["partial"]
+    bad = tmp_path / "bad.log.gz"
+    bad.write_bytes(b"\x1f\x8b" + b"garbage" * 50)
+    with pytest.raises(UserError, match="unreadable"):
+        diagnose([bad])

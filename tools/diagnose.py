@@ -136,6 +136,7 @@ def _diagnose_sources(
             "mb_per_s": round(result.bytes_read / 1e6 / elapsed, 1) if elapsed > 0 else None,
             "engine": result.engine,
             "truncated": result.truncated,
+            "partial": [{"file": f.name, "reason": f.partial} for f in result.files if f.partial],
             "skipped": skipped,
         }
     )

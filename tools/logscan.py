@@ -15,10 +15,10 @@ symlinks); nothing is ever written.
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -44,6 +44,7 @@ PHASED_PER_KEY = 60  # hits per (signature, file) whose phase is inferred from c
 TAIL_LINES = 30
 HEAD_BYTES = 64 << 10
 MAX_FILES = 5000
+READ_PIECE = 1 << 20  # bytes per read call (a failing gzip read loses at most this much)
 DEFAULT_MAX_SCAN_BYTES = 64 << 30
 
 LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz", ".stdout", ".stderr", ".jsonl", ".json"}
@@ -191,6 +192,7 @@ class FileInfo:
     gzip: bool = False
     binary: bool = False
     truncated: bool = False
+    partial: str = ""  # why the file could only be read in part (a gzip cut short)
     mtime: float | None = None
     head: str = ""
     tail: list[tuple[int, str]] = field(default_factory=list)
@@ -394,8 +396,50 @@ def _open_source(src: Source, confinement: Confinement | None) -> tuple[BinaryIO
     magic = raw.read(2)
     raw.seek(0)
     if magic == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw, mode="rb"), True, size, mtime  # type: ignore[return-value]
+        return GzipStream(raw), True, size, mtime  # type: ignore[return-value]
     return raw, False, size, mtime
+
+
+class GzipStream(io.RawIOBase):
+    """Decompress a gzip file (all its members) as it is read, tolerating a missing end.
+
+    ``gzip.GzipFile`` raises on a stream cut short and throws away what the failing read
+    had decompressed; a log gzipped by a run that was killed is exactly that. Here the
+    data before the cut comes out, and :attr:`cut` says the end was missing.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.cut = False
+        self._z = zlib.decompressobj(wbits=31)
+        self._input = b""
+        self._output = b""
+        self._ended = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        while not self._output and not self._ended:
+            if not self._input:
+                self._input = self.raw.read(1 << 16)
+                if not self._input:
+                    self._ended = True
+                    self.cut = not self._z.eof
+                    break
+            if self._z.eof:  # one member ended and more input follows: the next member
+                self._z = zlib.decompressobj(wbits=31)
+            self._output = self._z.decompress(self._input, max(len(view), 1 << 16))
+            self._input = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
+        n = min(len(view), len(self._output))
+        view[:n] = self._output[:n]
+        self._output = self._output[n:]
+        return n
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
 
 
 # ------------------------------------------------------------------ scanner -------
@@ -444,7 +488,7 @@ class Scanner:
             try:
                 with stream:
                     self._scan_stream(stream, info)
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            except (OSError, EOFError, zlib.error) as exc:
                 skipped.append({"file": src.name, "reason": f"unreadable ({exc})"})
                 continue
             if info.binary:
@@ -470,7 +514,7 @@ class Scanner:
                 if room == 0:
                     n = -1  # only unscanned text in the buffer (one enormous line): scan it before reading on
                 else:
-                    n = stream.readinto(view[filled : filled + want]) if want else 0
+                    n = _fill(stream, view, filled, want, info) if want and not info.partial else 0
                 if n == 0:
                     eof = True
                     if want == 0 and filled - proc > 0:
@@ -645,6 +689,30 @@ class Scanner:
     def _note_frameworks(self, info: FileInfo, lines: list[str]) -> None:
         for name, n in detect_frameworks(self.catalog, "\n".join(lines)).items():
             info.frameworks[name] = info.frameworks.get(name, 0) + n
+
+
+def _fill(stream: BinaryIO, view: memoryview, start: int, want: int, info: FileInfo) -> int:
+    """Read up to ``want`` bytes into ``view[start:]`` in pieces; 0 at the end of the stream.
+
+    A stream that breaks part-way (corrupt gzip data, a read error) keeps what came before
+    the break: ``info.partial`` says why it stopped. A gzip whose end is missing ends quietly
+    (:class:`GzipStream`) and is noted the same way.
+    """
+    got = 0
+    while got < want:
+        try:
+            n = stream.readinto(view[start + got : start + min(want, got + READ_PIECE)])
+        except (OSError, EOFError, zlib.error) as exc:  # a read error, corrupt compressed data
+            if not info.bytes_read and not got:
+                raise  # nothing readable at all: the caller skips the file
+            info.partial = f"the stream breaks after {info.bytes_read + got} bytes ({exc}); the rest was not read"
+            break
+        if not n:
+            if getattr(stream, "cut", False) and not info.partial:
+                info.partial = "the gzip stream ends early (the file was cut off); what was there was scanned"
+            break
+        got += n
+    return got
 
 
 def _lines_before(buf: bytearray, ls: int, count: int, line_no: int) -> list[tuple[int, str]]:

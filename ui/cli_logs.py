@@ -69,6 +69,8 @@ def render(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
     lines.append(click.style(head, dim=True))
     if stats.get("truncated"):
         lines.append(click.style("  scan stopped at the byte cap (RLMEDIC_MAX_SCAN_BYTES); later lines were not read", fg="yellow"))
+    for p in stats.get("partial") or []:
+        lines.append(click.style(f"  read only in part {p['file']}: {p['reason']}", fg="yellow"))
     for s in stats.get("skipped") or []:
         if verbose or s.get("reason") != "not a log file name":
             lines.append(click.style(f"  skipped {s['file']}: {s['reason']}", dim=True))
