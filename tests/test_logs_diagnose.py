@@ -450,3 +450,15 @@ def test_gzip_cut_short_is_scanned_up_to_the_cut(tmp_path: Path) -> None:
     bad.write_bytes(b"\x1f\x8b" + b"garbage" * 50)
     with pytest.raises(UserError, match="unreadable"):
         diagnose([bad])
+
+
+def test_a_file_named_twice_is_read_once(tmp_path: Path) -> None:
+    """`diagnose logs/ logs/rank0.log` (or a symlink to a rank log) used to count every error twice."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "rank0.log"
+    log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    (logs / "latest.log").symlink_to(log)
+    diag = diagnose([logs, log, tmp_path / "logs" / ".." / "logs" / "rank0.log"])
+    assert diag.stats["files"] == 1
+    assert diag.root_finding is not None and diag.root_finding.evidence["count"] == 1

@@ -345,10 +345,13 @@ def expand_paths(
     """Files to scan (directories walked recursively, sorted); escapes are refused."""
     sources: list[Source] = []
     skipped: list[dict[str, str]] = []
+    seen: set[Path] = set()
     for given in paths:
         resolved = confinement.existing(given)
         if resolved.is_file():
-            sources.append(Source(name=str(given), path=resolved))
+            if resolved not in seen:  # the same file named twice (or also inside a named folder) counts once
+                seen.add(resolved)
+                sources.append(Source(name=str(given), path=resolved))
             continue
         if not resolved.is_dir():
             raise UserError(f"{given}: not a regular file or directory")
@@ -377,6 +380,9 @@ def expand_paths(
                     continue
                 if not real.is_file():
                     continue
+                if real in seen:
+                    continue
+                seen.add(real)
                 sources.append(Source(name=display, path=real))
                 if len(sources) > MAX_FILES:
                     raise UserError(f"{given}: more than {MAX_FILES} log files; point at a narrower directory")
