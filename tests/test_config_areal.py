@@ -306,3 +306,48 @@ def test_insert_keeps_blank_lines_and_comments_between_sections() -> None:
     config.set("a.w", 4)
     config.set("b.z", 3)
     assert config.dump() == "a:\n  x: 1\n  w: 4\n\n# about b\nb:\n  y: 2\n  z: 3\n"
+
+
+MERGED = """\
+experiment_name: e
+trial_name: t
+base_mb: &mb
+  max_tokens_per_mb: 1024
+actor:
+  path: /models/Qwen
+  mb_spec:
+    <<: *mb
+ref:
+  mb_spec:
+    <<: *mb
+    max_tokens_per_mb: 2048
+"""
+
+
+def test_keys_from_a_yaml_merge_are_set_locally() -> None:
+    """Setting a key that only came in through `<<: *anchor` crashed (TypeError in the text patch)."""
+    cfg = parse_areal_config(MERGED, "c.yaml")
+    assert cfg.get("actor.mb_spec.max_tokens_per_mb") == 1024
+    cfg.set("actor.mb_spec.max_tokens_per_mb", 5120)
+    cfg.set("ref.mb_spec.max_tokens_per_mb", 6144)
+    again = parse_areal_config(cfg.dump(), "c.yaml")
+    assert again.get("actor.mb_spec.max_tokens_per_mb") == 5120
+    assert again.get("ref.mb_spec.max_tokens_per_mb") == 6144
+    assert again.get("base_mb.max_tokens_per_mb") == 1024  # the anchor (shared) is left alone
+    assert "    <<: *mb\n    max_tokens_per_mb: 5120\n" in cfg.dump()
+    fresh = parse_areal_config(MERGED, "c.yaml")
+    with pytest.raises(UserError, match="merge"):
+        fresh.delete("actor.mb_spec.max_tokens_per_mb")
+    with pytest.raises(UserError, match="merge"):
+        fresh.rename("actor.mb_spec.max_tokens_per_mb", "max_tokens")
+    assert fresh.dump() == MERGED
+
+
+def test_fix_config_on_a_config_with_merge_keys(tmp_path: Path) -> None:
+    from rlmedic.tools.fix_config import fix_config, lint_config
+
+    src = tmp_path / "c.yaml"
+    src.write_text(MERGED + "train_dataset:\n  max_length: 4096\ngconfig:\n  max_new_tokens: 1024\n")
+    result = fix_config(src, output=tmp_path / "fixed.yaml")
+    assert {c.key for c in result.changes} == {"actor.mb_spec.max_tokens_per_mb", "ref.mb_spec.max_tokens_per_mb"}
+    assert result.fixed_valid and lint_config(tmp_path / "fixed.yaml").valid

@@ -190,7 +190,7 @@ class ArealConfig(EditableText):
             return
         lines = self.text.splitlines(keepends=True)
         parts = _split(key)
-        if self.has(key):
+        if self.has(key) and self._written_here(parts):
             lines = self._replace_value(lines, parts, value)
         else:
             lines = self._insert_key(lines, parts, value)
@@ -204,6 +204,8 @@ class ArealConfig(EditableText):
         parent = self.node(".".join(parts[:-1])) if len(parts) > 1 else self.data
         if isinstance(parent, list) or getattr(parent, "fa", None) is not None and parent.fa.flow_style():
             raise UserError(f"{self.path}: cannot delete {key} (inside a list or a flow mapping); edit it by hand")
+        if not self._written_here(parts):
+            raise UserError(f"{self.path}: {key} comes from a YAML merge (<<: *anchor); edit it by hand")
         start, col = parent.lc.key(parts[-1])
         end = _block_end(self.text.splitlines(keepends=True), start, col)
         lines = self.text.splitlines(keepends=True)
@@ -218,6 +220,8 @@ class ArealConfig(EditableText):
         """Rename the last part of ``key`` in place, keeping its value, comments and position."""
         parts = _split(key)
         parent = self.node(".".join(parts[:-1])) if len(parts) > 1 else self.data
+        if isinstance(parent, list) or not self._written_here(parts):
+            raise UserError(f"{self.path}: cannot rename {key} as text (a list item or a YAML merge); edit it by hand")
         row, col = parent.lc.key(parts[-1])
         lines = self.text.splitlines(keepends=True)
         old = parts[-1]
@@ -230,6 +234,12 @@ class ArealConfig(EditableText):
         new_key = ".".join([*parts[:-1], new_name])
         if not self.has(new_key):
             raise UserError(f"{self.path}: could not rename {key} to {new_name}")
+
+    def _written_here(self, parts: list[str]) -> bool:
+        """False when the key only comes in through a YAML merge (``<<: *anchor``): it is then set
+        locally, which overrides the merged value for this mapping alone."""
+        parent = self.node(".".join(parts[:-1])) if len(parts) > 1 else self.data
+        return isinstance(parent, list) or parts[-1] in _local_keys(parent)
 
     def _commit(self, text: str, key: str, value: Any) -> None:
         data = _parse(text, self.path)
@@ -285,16 +295,18 @@ class ArealConfig(EditableText):
             raise UserError(f"{self.path}: cannot add items to the list {'.'.join(parts[:depth])}; edit it by hand")
         if getattr(node, "fa", None) is not None and node.fa.flow_style() and len(node):
             raise UserError(f"{self.path}: {'.'.join(parts[:depth]) or 'top level'} is a flow mapping; edit it by hand")
+        local = _local_keys(node)
         if depth == 0:
             indent, step = 0, _indent_step(self.data)
             at = _last_content_line(lines) + 1
+        elif not local:  # only merged keys (`<<: *anchor`): add right below the merge line
+            row, indent, step = node.lc.line, node.lc.col, _indent_step(self.data)
+            at = row + 1
         else:
-            first = next(iter(node))
-            row, col = node.lc.key(first)
+            row, col = node.lc.key(local[0])
             indent = col
             step = _indent_step(self.data)
-            last = list(node)[-1]
-            at = _block_end(lines, *node.lc.key(last))
+            at = _block_end(lines, *node.lc.key(local[-1]))
             # keep trailing blank lines/comments of the block after the new key
             while at > row + 1 and not lines[at - 1].strip():
                 at -= 1
@@ -306,6 +318,12 @@ class ArealConfig(EditableText):
         if at > 0 and at <= len(lines) and not lines[at - 1].endswith("\n"):
             lines[at - 1] += "\n"
         return lines[:at] + new_lines + lines[at:]
+
+
+def _local_keys(node: Any) -> list[Any]:
+    """Keys written in this mapping itself, in order (not those merged in with ``<<: *anchor``)."""
+    where = node.lc.data or {}
+    return [k for k in node if k in where]
 
 
 def _plain(value: Any) -> Any:
