@@ -114,3 +114,18 @@ def test_looks_like_slime() -> None:
     assert looks_like_slime((SLIME / "base.sh").read_text())
     assert looks_like_slime("--rollout-batch-size 4\n")
     assert not looks_like_slime("actor:\n  path: x\n")
+
+
+def test_adding_a_flag_after_an_unterminated_quote_is_not_a_crash(tmp_path: Path) -> None:
+    """A script cut off inside a quote (a bad paste) made fix-config index past the last line."""
+    from rlmedic.tools.fix_config import fix_config
+
+    for text in ('python3 train.py --max-tokens-per-gpu "9216\n', "python3 train.py --max-tokens-per-gpu '9216",
+                 "python3 train.py --max-tokens-per-gpu 9216 \\"):
+        src = tmp_path / "run.sh"
+        src.write_text(text)
+        result = fix_config(src)
+        assert result.text.startswith("python3 train.py --max-tokens-per-gpu")
+        added = "--use-dynamic-batch-size" in result.text and [c.key for c in result.changes] == ["--use-dynamic-batch-size"]
+        by_hand = any(a.key == "--use-dynamic-batch-size" and "by hand" in a.reason for a in result.actions)
+        assert added != by_hand, (text, result.text, [a.reason for a in result.actions])  # one or the other, said honestly

@@ -342,6 +342,8 @@ class SlimeLaunch(EditableText):
             self._commit("".join(lines), flag, value)
             return
         last = anchor.value_tokens[-1] if anchor.value_tokens else anchor.flag_token
+        if last.end_line >= len(lines):  # the command ends in a dangling quote or continuation
+            raise UserError(f"{self.path}: cannot place {flag} after {anchor.flag} as text; add it by hand")
         row = lines[last.end_line]
         rest = row[last.end_col :]
         rest_code = rest.split("#", 1)[0].strip()
