@@ -75,6 +75,14 @@ def _value(framework: str, text: str, path: Path, key: str):
     return parse_areal_config(text, str(path)).get(key)
 
 
+def _target(change) -> str:  # noqa: ANN001
+    """The key a change leaves set: for a rename, the new name beside the old one."""
+    if change.op != "rename":
+        return change.key
+    parent, _, _old = change.key.rpartition(".")
+    return f"{parent}.{change.new}" if parent else str(change.new)
+
+
 def test_every_rule_has_a_fixture() -> None:
     covered = {rule for _p, rule, *_ in FIXED} | {"areal-allocation-mode-deprecated", "areal-colocated-share",
                                                   "areal-weight-update-disk-shared"}
@@ -129,8 +137,7 @@ def test_rule_caught_and_fixed(path: Path, rule: str, options: dict, key: str, n
     # the input is untouched, bytes and mtime
     assert fingerprint(path) == before
     # the rule itself changed the key (a rename lands on the new name)
-    targets = {(c.key.rsplit(".", 1)[0] + "." + c.new if c.op == "rename" and "." in c.key else c.new) if c.op == "rename"
-               else c.key: c.rule for c in result.changes}
+    targets = {_target(c): c.rule for c in result.changes}
     assert targets.get(key) == rule, targets
 
 
