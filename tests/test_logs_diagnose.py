@@ -462,3 +462,34 @@ def test_a_file_named_twice_is_read_once(tmp_path: Path) -> None:
     diag = diagnose([logs, log, tmp_path / "logs" / ".." / "logs" / "rank0.log"])
     assert diag.stats["files"] == 1
     assert diag.root_finding is not None and diag.root_finding.evidence["count"] == 1
+
+
+def test_an_error_the_run_got_past_is_not_the_root(tmp_path: Path) -> None:
+    """A log appended to by a restarted run: the old OOM at step 50 used to be 'the' root cause of a
+    run that went on to step 120 and then stopped without an error."""
+    rows = ["[AReaL] 20251201-09:00:00.001 LocalLauncher INFO: Launching experiment gsm8k trial t1"]
+    rows += [f"(TrainWorker pid=3101) [AReaL] 20251201-09:{i:02d}:40.500 StatsLogger INFO: Epoch 1/5 Step {i}/233 "
+             f"Train step {i}/1165 done." for i in range(1, 51)]
+    rows.append("(TrainWorker pid=3101) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB.")
+    oom_line = len(rows)
+    rows.append("[AReaL] 20251201-11:00:00.001 LocalLauncher INFO: Launching experiment gsm8k trial t1")
+    rows += [f"(TrainWorker pid=4101) [AReaL] 20251201-{11 + (i - 51) // 60}:{(i - 51) % 60:02d}:40.500 StatsLogger INFO: "
+             f"Epoch 1/5 Step {i}/233 Train step {i}/1165 done." for i in range(51, 121)]
+    log = _old_copy_text(tmp_path, "resumed.log", "\n".join(rows) + "\n")
+    diag = diagnose([log])
+    assert diag.root_finding is not None and diag.root_finding.id == "probable-interruption"
+    oom = next(f for f in diag.findings if f.id == "cuda-oom")
+    assert (oom.severity, oom.line, oom.root) == ("warning", oom_line, None)
+    assert "not what stopped the run" in oom.summary and "to step 120" in oom.summary
+    # the same OOM as the last thing in the log is still the root
+    cut = _old_copy_text(tmp_path, "died.log", "\n".join(rows[: oom_line + 2]) + "\n")
+    died = diagnose([cut]).root_finding
+    assert died is not None and (died.id, died.severity, died.line) == ("cuda-oom", "critical", oom_line)
+
+
+def _old_copy_text(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    return path

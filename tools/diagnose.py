@@ -44,6 +44,8 @@ from rlmedic.types import Citation, Finding, Fix, severity_rank
 #: A log written to within this many seconds may still be running (not interrupted).
 RECENT_WRITE_S = 120
 MAX_OCCURRENCES = 10
+#: An error followed by this many logged training steps in the same file did not end the run.
+SURVIVED_STEPS = 3
 EXCERPT_BEFORE = 3
 EXCERPT_AFTER = 2
 
@@ -348,6 +350,14 @@ class _Builder:
             if later is not None and not self._reward_failed_after(first):
                 severity = "warning" if severity_rank(severity) < severity_rank("warning") else severity
                 transient_note = f" (transient: training went on to step {later} afterwards)"
+        elif sig.role not in ("marker", "symptom") and severity_rank(severity) <= severity_rank("error"):
+            # An error the run got past (a log appended to by a restarted run, a server that died
+            # and came back) did not stop it: say so, and let what did stop it be the root.
+            went_on = self.metrics.steps_logged_after(last.file_index, last.line)
+            if went_on >= SURVIVED_STEPS and not self._reward_failed_after(first):
+                later = self.metrics.steps_after(last.file_index, last.line)
+                severity = "warning"
+                transient_note = f" (not what stopped the run: training went on for {went_on} more steps, to step {later})"
         where = ""
         if len(ranks) == 1:
             where = f" on rank {ranks[0]}"

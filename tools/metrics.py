@@ -194,6 +194,10 @@ class MetricCollector:
                         best = p.step if best is None else max(best, p.step)
         return best
 
+    def steps_logged_after(self, file_index: int, line_no: int) -> int:
+        """How many training steps that file logged after ``line_no``."""
+        return sum(1 for line, _step in self.step_lines.get(file_index, []) if line > line_no)
+
     def steps_after(self, file_index: int, line_no: int) -> int | None:
         """The last step logged after ``line_no`` in that file (training went on), if any."""
         last = self.last_step.get(file_index)
