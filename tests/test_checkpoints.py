@@ -228,6 +228,71 @@ def test_megatron_tracker_problems(tmp_path: Path) -> None:
     assert [i.id for i in list_checkpoints(garbage, mounts=VOLUME).issues] == ["tracker-invalid"]
 
 
+def test_megatron_release_tracker(tmp_path: Path) -> None:
+    """A tracker reading 'release' names {save}/release/ (converted weights, no iteration), not iteration 0."""
+    save = megatron_tree(tmp_path / "converted", iters=(), tracker="release\n")
+    write(save / "release" / "__0_0.distcp", b"\x05" * 128)
+    write(save / "release" / ".metadata", b"\x06" * 8)
+    report = list_checkpoints(save, mounts=VOLUME)
+    assert report.layout == "slime" and report.tracker_release and report.tracker_iteration is None
+    assert [(c.kind, c.step, c.path, c.valid) for c in report.checkpoints] == [("megatron", None, str(save / "release"), True)]
+    assert report.issues == []
+    assert report.to_dict()["tracker_release"] is True
+    plan = recovery_plan(report)
+    assert plan.mode == "megatron-load" and plan.resume_from.path == str(save / "release")
+    assert plan.config_lines == ["--load", str(save)]  # no --ckpt-step: the tracker already names release/
+    assert any("iteration 0" in n and "optimizer" in n for n in plan.notes)
+    # iterations saved next to it: still what the tracker names, and the newer iteration is pointed out
+    megatron_tree(save, iters=(100,), tracker="release")
+    report = list_checkpoints(save, mounts=VOLUME)
+    assert [i.id for i in report.issues] == ["tracker-behind"] and "--ckpt-step 100" in report.issues[0].message
+    plan = recovery_plan(report)
+    assert plan.resume_from.path == str(save / "release") and plan.config_lines == ["--load", str(save)]
+    assert any("--ckpt-step 100" in n for n in plan.notes)
+    assert recovery_plan(list_checkpoints(save, before_step=150, mounts=VOLUME)).config_lines == [
+        "--load", str(save), "--ckpt-step", "100"]
+
+
+def test_megatron_release_tracker_problems(tmp_path: Path) -> None:
+    missing = megatron_tree(tmp_path / "a", iters=(), tracker="release")
+    report = list_checkpoints(missing, mounts=VOLUME)
+    assert report.layout == "slime" and [i.id for i in report.issues] == ["tracker-missing-release", "no-checkpoints"]
+    assert "release/ does not exist" in report.issues[0].message
+    assert report.issues[0].citation.ref == "megatron-tracker-file"
+    plan = recovery_plan(report)
+    assert plan.mode == "none" and "release/" in plan.notes[0]
+    empty = megatron_tree(tmp_path / "b", iters=(), tracker="release")
+    (empty / "release").mkdir()
+    report = list_checkpoints(empty, mounts=VOLUME)
+    assert [c.issues for c in report.checkpoints] == [["empty release directory (the conversion to a Megatron checkpoint did not finish)"]]
+    assert [(i.id, i.severity) for i in report.issues] == [("damaged-checkpoint", "error")]
+    assert recovery_plan(report).mode == "none"
+    no_weights = megatron_tree(tmp_path / "c", iters=(100,), tracker="release")
+    write(no_weights / "release" / "README.txt", "converted from HF")
+    report = list_checkpoints(no_weights, mounts=VOLUME)
+    assert [i.id for i in report.issues] == ["tracker-behind", "damaged-checkpoint"]
+    plan = recovery_plan(report)  # the damaged release/ cannot be loaded: the intact iteration, named explicitly
+    assert plan.config_lines == ["--load", str(no_weights), "--ckpt-step", "100"]
+    # a directory called release/ beside a numeric tracker is not a checkpoint: behaviour unchanged
+    numeric = megatron_tree(tmp_path / "d")
+    write(numeric / "release" / "__0_0.distcp", b"\x05" * 128)
+    report = list_checkpoints(numeric, mounts=VOLUME)
+    assert [c.step for c in report.checkpoints] == [100, 200] and report.tracker_iteration == 200
+    assert not report.tracker_release and report.issues == []
+    assert recovery_plan(report).config_lines == ["--load", str(numeric)]
+
+
+def test_megatron_release_tracker_in_the_cli(tmp_path: Path) -> None:
+    save = megatron_tree(tmp_path / "converted", iters=(), tracker="release")
+    write(save / "release" / "mp_rank_00" / "model_optim_rng.pt", b"\x05" * 128)
+    result = runner.invoke(app, ["checkpoints", str(save), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["tracker_release"] is True and data["tracker_iteration"] is None
+    assert [(c["path"], c["step"], c["valid"]) for c in data["checkpoints"]] == [(str(save / "release"), None, True)]
+    assert data["plan"]["config_lines"] == ["--load", str(save)]
+
+
 def test_interrupted_megatron_save(tmp_path: Path) -> None:
     save = megatron_tree(tmp_path / "ckpt", iters=(100,), tracker="100")
     (save / "iter_0000200").mkdir()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import FIXTURES
 from rlmedic.errors import UserError
@@ -129,3 +131,69 @@ def test_adding_a_flag_after_an_unterminated_quote_is_not_a_crash(tmp_path: Path
         added = "--use-dynamic-batch-size" in result.text and [c.key for c in result.changes] == ["--use-dynamic-batch-size"]
         by_hand = any(a.key == "--use-dynamic-batch-size" and "by hand" in a.reason for a in result.actions)
         assert added != by_hand, (text, result.text, [a.reason for a in result.actions])  # one or the other, said honestly
+
+
+def test_shell_defaults_and_earlier_assignments_resolve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """${RBS:=32}, $N_SAMPLES assigned earlier and "${STEPS}" from ${STEPS:-1} feed the batch arithmetic."""
+    from rlmedic.tools.fix_config import lint_config
+
+    monkeypatch.setenv("RBS", "64")  # the process environment is never read
+    monkeypatch.setenv("STEPS", "2")
+    launch = load_slime_launch(SLIME / "batch_from_variables.sh")
+    assert launch.get_int("--rollout-batch-size") == 32
+    assert launch.get_int("--n-samples-per-prompt") == 8  # N_SAMPLES=4 comes after the command
+    assert launch.get_int("--num-steps-per-rollout") == 1
+    assert launch.get_int("--actor-num-gpus-per-node") == 8 and launch.cluster_gpus == 8
+    assert launch.variables["RBS"] == "32"  # ${RBS:=32} assigns it
+    problems = lint_config(SLIME / "batch_from_variables.sh").problems
+    assert [p.rule for p in problems] == ["slime-batch-arithmetic"]
+    assert "32 x 8 = 256" in problems[0].message and "128 x 1" in problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("python3 train.py --rollout-batch-size ${RBS:-32}\n", "32"),
+        ("RBS=16\npython3 train.py --rollout-batch-size ${RBS:-32}\n", "16"),
+        ("RBS=\npython3 train.py --rollout-batch-size ${RBS:-32}\n", "32"),  # empty counts as unset for :-
+        ("RBS=${RBS:-8}\nexport N=2\npython3 train.py --rollout-batch-size $RBS --n $N\n", "8"),
+        ("X=( --rollout-batch-size ${RBS:=4} )\npython3 train.py ${X[@]} --b $RBS\n", "4"),
+        ("python3 train.py --rollout-batch-size=${RBS:-32}\n", "32"),
+        ("python3 train.py --rollout-batch-size ${A:-${B:-7}}\n", "7"),
+        # not resolved, as before: unassigned, single-quoted, other expansions, assigned after the command
+        ("python3 train.py --rollout-batch-size $RBS\n", "$RBS"),
+        ("python3 train.py --rollout-batch-size '${RBS:-32}'\n", "${RBS:-32}"),
+        ("python3 train.py --rollout-batch-size ${RBS-32}\n", "${RBS-32}"),
+        ("python3 train.py --rollout-batch-size $((4*8))\n", "$((4*8))"),
+        ("python3 train.py --rollout-batch-size $RBS\nRBS=32\n", "$RBS"),
+    ],
+)
+def test_expansion_forms(text: str, value: str) -> None:
+    assert parse_slime_launch(text).get("--rollout-batch-size") == value
+
+
+def test_fix_through_a_shell_default_is_an_edit_by_hand(tmp_path: Path) -> None:
+    """A literal flag value is edited in place; a value from ${GBS:-128} is not overwritten but explained."""
+    from rlmedic.tools.fix_config import fix_config
+
+    original = (SLIME / "batch_from_variables.sh").read_text()
+    result = fix_config(SLIME / "batch_from_variables.sh")
+    assert [(c.key, c.old, c.new) for c in result.changes] == [("--global-batch-size", 128, 256)]
+    assert result.text == original.replace("   --global-batch-size 128\n", "   --global-batch-size 256\n")
+
+    src = tmp_path / "run.sh"
+    src.write_text(original.replace("--global-batch-size 128", "--global-batch-size ${GBS:-128}"))
+    result = fix_config(src)
+    assert result.changes == [] and result.text == src.read_text()
+    (action,) = [a for a in result.actions if a.key == "--global-batch-size"]
+    assert "by hand" in action.reason and "change ${GBS:-128} to ${GBS:-256}" in action.reason
+
+    launch = parse_slime_launch("GBS=64\nRBS=${RBS:-8}\npython3 train.py --global-batch-size ${GBS:=128} --rollout-batch-size $RBS\n")
+    with pytest.raises(UserError, match=r"GBS is assigned GBS=64 at line 1, so the default is not used: change that assignment to GBS=256"):
+        launch.set_flag("--global-batch-size", 256)
+    with pytest.raises(UserError, match=r"assigned RBS=\$\{RBS:-8\} at line 2, a shell default: change \$\{RBS:-8\} to \$\{RBS:-16\}"):
+        launch.set_flag("--rollout-batch-size", 16)
+    assert launch.dump() == launch.original
+    plain = parse_slime_launch("GBS=64\npython3 train.py --global-batch-size $GBS\n")
+    plain.set_flag("--global-batch-size", 256)  # a plain assignment is still edited where it is made
+    assert plain.dump() == "GBS=256\npython3 train.py --global-batch-size $GBS\n"

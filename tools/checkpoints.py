@@ -7,7 +7,9 @@ Layouts understood:
 - AReaL recovery: ``{trial}/default/recover_checkpoint/`` (DCP shards) with
   ``{trial}/recover_info/step_info.json``; also the older ``{trial}/recover_checkpoint/``
   with its step info inside.
-- slime / Megatron: ``{save}/iter_NNNNNNN/`` plus ``latest_checkpointed_iteration.txt``.
+- slime / Megatron: ``{save}/iter_NNNNNNN/`` plus ``latest_checkpointed_iteration.txt``; a tracker
+  that reads ``release`` names ``{save}/release/`` instead (converted or released weights, no
+  iteration number), which Megatron loads as iteration 0, weights only.
 - Plain Hugging Face save directories (``config.json`` + weights, e.g. ``checkpoint-500``).
 
 Everything is read through :class:`~rlmedic.confine.Confinement` (capped walk, no
@@ -33,6 +35,7 @@ from rlmedic.types import Citation, Finding
 
 AREAL_STEP_DIR = re.compile(r"^epoch(\d+)epochstep(\d+)globalstep(\d+)$")
 MEGATRON_ITER_DIR = re.compile(r"^iter_(\d{7})$")
+MEGATRON_RELEASE = "release"  # tracker text, and the directory it names
 HF_STEP_DIR = re.compile(r"(?:checkpoint|global_step|globalstep|step)[-_]?(\d+)$", re.I)
 TRACKER = "latest_checkpointed_iteration.txt"
 WEIGHT_FILE = re.compile(r"(\.safetensors|\.bin|\.pt|\.pth|\.distcp)$")
@@ -135,6 +138,7 @@ class CheckpointReport:
     checkpoints: list[Checkpoint] = field(default_factory=list)
     issues: list[Issue] = field(default_factory=list)
     tracker_iteration: int | None = None
+    tracker_release: bool = False  # a tracker reads "release": the checkpoint is {save}/release/
     before_step: int | None = None
     experiments: dict[str, list[str]] = field(default_factory=dict)  # experiment -> trials seen
     truncated: bool = False
@@ -160,6 +164,7 @@ class CheckpointReport:
             "checkpoints": [c.to_dict() for c in self.selected()],
             "all_checkpoints": len(self.checkpoints),
             "tracker_iteration": self.tracker_iteration,
+            "tracker_release": self.tracker_release,
             "experiments": self.experiments,
             "issues": [i.to_dict() for i in self.issues],
             "truncated": self.truncated,
@@ -319,7 +324,7 @@ def list_checkpoints(
     hf = _scan_hf(walk.files, walk.dirs, confinement, {Path(c.path) for c in areal + slime})
     if areal:
         report.layout = "areal"
-    elif slime or report.tracker_iteration is not None:
+    elif slime or report.tracker_iteration is not None or report.tracker_release:
         report.layout = "slime"
     elif hf:
         report.layout = "hf"
@@ -349,9 +354,10 @@ def list_checkpoints(
                                    + ": check fileroot, the user the run ran as (often root), experiment_name/trial_name, "
                                    "and that the volume is mounted", str(resolved), card_citation("no-checkpoints-found")))
     elif before_step is not None and not report.selected():
+        earliest = next((c.step for c in report.checkpoints if c.step is not None), report.checkpoints[0].step)
         report.issues.append(Issue("none-before-step", "error",
                                    f"{len(report.checkpoints)} checkpoint(s), but none before step {before_step} "
-                                   f"(earliest: step {report.checkpoints[0].step})", str(resolved),
+                                   f"(earliest: step {earliest})", str(resolved),
                                    card_citation("no-checkpoints-found")))
     return report
 
@@ -440,17 +446,31 @@ def _scan_areal(files: list[FileEntry], dirs: list[Path], confinement: Confineme
     return out
 
 
+def _is_release(ckpt: Checkpoint) -> bool:
+    return ckpt.kind == "megatron" and ckpt.step is None and Path(ckpt.path).name == MEGATRON_RELEASE
+
+
 def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confinement: Confinement,
                    report: CheckpointReport) -> list[Checkpoint]:
-    groups = _group(files, dirs, lambda d: MEGATRON_ITER_DIR.match(d.name))
     trackers = [f for f in files if f.path.name == TRACKER]
+    texts: dict[Path, str | UserError] = {}
+    for tracker in trackers:
+        try:
+            texts[tracker.path] = confinement.read_text(tracker.path, max_bytes=4096).strip()
+        except UserError as exc:
+            texts[tracker.path] = exc
+    # release/ is a checkpoint only where the tracker beside it names it (a dir called "release" is otherwise anything)
+    release_dirs = {path.parent / MEGATRON_RELEASE for path, text in texts.items() if text == MEGATRON_RELEASE}
+    groups = _group(files, dirs, lambda d: MEGATRON_ITER_DIR.match(d.name) or d in release_dirs)
     out: list[Checkpoint] = []
     for directory, group in groups.items():
-        ckpt = Checkpoint("megatron", str(directory), step=int(MEGATRON_ITER_DIR.match(directory.name).group(1)))
+        match = MEGATRON_ITER_DIR.match(directory.name)
+        ckpt = Checkpoint("megatron", str(directory), step=int(match.group(1)) if match else None)
         _summarise(ckpt, group)
         shards = [f for f in group if f.path.name.endswith((".distcp", ".pt", ".pth"))]
         if not group:
-            ckpt.issues.append("empty iteration directory (the save was interrupted)")
+            ckpt.issues.append("empty iteration directory (the save was interrupted)" if match else
+                               "empty release directory (the conversion to a Megatron checkpoint did not finish)")
         elif not shards:
             ckpt.issues.append("no *.distcp or mp_rank_*/model_optim_rng.pt files")
         elif any(f.size == 0 for f in shards):
@@ -460,14 +480,26 @@ def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confine
         out.append(ckpt)
     for tracker in trackers:
         save_dir = tracker.path.parent
-        try:
-            text = confinement.read_text(tracker.path, max_bytes=4096).strip()
-        except UserError as exc:
-            report.issues.append(Issue("tracker-unreadable", "error", str(exc), str(tracker.path), card_citation("megatron-tracker-file")))
+        text = texts[tracker.path]
+        if isinstance(text, UserError):
+            report.issues.append(Issue("tracker-unreadable", "error", str(text), str(tracker.path), card_citation("megatron-tracker-file")))
             continue
         iters = sorted(c.step for c in out if Path(c.path).parent == save_dir and c.step is not None)
-        if text == "release":
-            report.tracker_iteration = 0
+        if text == MEGATRON_RELEASE:
+            report.tracker_release = True
+            release = save_dir / MEGATRON_RELEASE
+            if not any(Path(c.path) == release for c in out):
+                report.issues.append(Issue("tracker-missing-release", "error",
+                                           f"{TRACKER} says release but {release}/ does not exist (present: "
+                                           f"{', '.join(map(str, iters)) or 'none'}); Megatron loads a release "
+                                           "checkpoint from release/", str(tracker.path),
+                                           card_citation("megatron-tracker-file")))
+            if iters:
+                report.issues.append(Issue("tracker-behind", "warning",
+                                           f"iter_{iters[-1]:07d}/ exists but the tracker says release: --load loads "
+                                           f"release/ (weights only, from iteration 0); use --ckpt-step {iters[-1]} "
+                                           "only after checking that directory", str(tracker.path),
+                                           card_citation("megatron-tracker-file")))
             continue
         if not text.isdigit() or len(text) > 9:  # iteration numbers are written as iter_%07d
             report.issues.append(Issue("tracker-invalid", "error", f"{tracker.path}: {text[:40]!r} is not an iteration number; "
@@ -622,20 +654,44 @@ def _slime_plan(report: CheckpointReport, config: Any) -> RecoveryPlan:
     cites = [card_citation("resume-slime"), doc_citation("slime docs/en/get_started/qa.md", "How do I resume training?"),
              doc_citation("slime docs/en/get_started/usage.md", "Loading Megatron Checkpoints")]
     pool = [c for c in report.selected() if c.kind == "megatron" and c.valid]
+    keep = ["--save (keep it equal to --load)", "--tensor-model-parallel-size / --pipeline-model-parallel-size when the "
+            "checkpoint uses the torch format (mp_rank_* directories); torch_dist reshards"]
+    release = next((c for c in pool if _is_release(c)), None) if report.tracker_release else None
+    if release is not None:
+        # the tracker says release: --load reads {save}/release/, weights only, from iteration 0
+        save_dir = str(Path(release.path).parent)
+        args = ["--load", save_dir]
+        notes = [f"{TRACKER} says release: --load {save_dir} loads {release.path} (converted or released weights, "
+                 "no iteration number)",
+                 "Megatron starts a release checkpoint at iteration 0 and restores the weights only: optimizer "
+                 "state and RNG start fresh"]
+        newer = sorted(c.step for c in pool if c.step is not None and str(Path(c.path).parent) == save_dir)
+        if newer:
+            notes.append(f"iter_{newer[-1]:07d}/ also exists: --ckpt-step {newer[-1]} resumes that iteration instead "
+                         "(the tracker does not name it; check it first)")
+        return RecoveryPlan("slime", "megatron-load", release, command=" ".join(shlex.quote(a) for a in args),
+                            config_lines=args, keep_unchanged=keep, differences=_slime_differences(config, save_dir),
+                            notes=notes, citations=cites)
+    pool = [c for c in pool if c.step is not None]
     tracked = [c for c in pool if c.step == report.tracker_iteration]
     ckpt = tracked[0] if tracked else max(pool, key=lambda c: c.step or 0, default=None)
     if ckpt is None:
-        return RecoveryPlan("slime", "none", None, notes=["no intact iter_* checkpoint to resume from"],
-                            citations=cites + [card_citation("megatron-tracker-file")])
+        note = "no intact iter_* checkpoint to resume from"
+        if report.tracker_release:
+            note = f"no intact checkpoint to resume from: release/, named by {TRACKER}, is missing or damaged"
+        return RecoveryPlan("slime", "none", None, notes=[note], citations=cites + [card_citation("megatron-tracker-file")])
     save_dir = str(Path(ckpt.path).parent)
     args = ["--load", save_dir]
     notes = [f"resumes from iteration {ckpt.step} in {save_dir}"]
     if report.tracker_iteration is None or ckpt.step != report.tracker_iteration or report.before_step is not None:
         args += ["--ckpt-step", str(ckpt.step)]
         notes.append(f"--ckpt-step {ckpt.step} selects that iteration instead of the one in {TRACKER}")
-    differences = []
-    keep = ["--save (keep it equal to --load)", "--tensor-model-parallel-size / --pipeline-model-parallel-size when the "
-            "checkpoint uses the torch format (mp_rank_* directories); torch_dist reshards"]
+    return RecoveryPlan("slime", "megatron-load", ckpt, command=" ".join(shlex.quote(a) for a in args), config_lines=args,
+                        keep_unchanged=keep, differences=_slime_differences(config, save_dir), notes=notes, citations=cites)
+
+
+def _slime_differences(config: Any, save_dir: str) -> list[str]:
+    differences: list[str] = []
     if config is not None:
         save = config.get("--save")
         load = config.get("--load")
@@ -643,8 +699,7 @@ def _slime_plan(report: CheckpointReport, config: Any) -> RecoveryPlan:
             differences.append(f"--save is {save}, the checkpoints are in {save_dir}")
         if load and load.rstrip("/") != save_dir.rstrip("/"):
             differences.append(f"--load is {load}: it must point at {save_dir}")
-    return RecoveryPlan("slime", "megatron-load", ckpt, command=" ".join(shlex.quote(a) for a in args), config_lines=args,
-                        keep_unchanged=keep, differences=differences, notes=notes, citations=cites)
+    return differences
 
 
 def by_experiment(report: CheckpointReport) -> dict[str, dict[str, list[Checkpoint]]]:

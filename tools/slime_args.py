@@ -8,6 +8,14 @@ variables, finds the ``train.py``/``train_async.py`` command and expands the arr
 an ordered flag list whose every token knows its line and column. Edits (set, add,
 remove a flag) patch those spans in the text, so the corrected script differs from the
 original only where it must.
+
+Values are resolved the way bash would at the point of the command, from the script
+alone (the process environment is never read): plain ``NAME=value`` assignments made
+earlier in the script (``export NAME=value`` too), ``$NAME``, ``${NAME}``,
+``${NAME:-default}`` and ``${NAME:=default}`` (the default when NAME is not assigned in
+the script, or is empty; ``:=`` also assigns it). Anything else (command substitution,
+arithmetic, other parameter expansions, variables the script never assigns) is left as
+written.
 """
 
 from __future__ import annotations
@@ -24,8 +32,73 @@ from rlmedic.tools.config_rules import EditableText, Problem
 
 TRAIN_ENTRIES = ("train_async.py", "train.py")
 _ARRAY_REF = re.compile(r'^"?\$\{(\w+)\[[@*]\]\}"?$')
-_VAR_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}|\$(\w+)")
 _ASSIGN = re.compile(r"^(?:export\s+)?(\w+)(\+?)=(.*)$", re.S)
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_BRACED = re.compile(r"([A-Za-z_]\w*)(?:(:[-=])(.*))?", re.DOTALL)
+_DEFAULT_EXPANSION = re.compile(r"\$\{([A-Za-z_]\w*):[-=]")
+_DECLARE = ("export",)
+
+
+def _closing_brace(text: str, start: int) -> int | None:
+    """Index of the ``}`` closing the ``{`` at ``start`` (nested braces counted)."""
+    level = 0
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            level += 1
+        elif text[i] == "}":
+            level -= 1
+            if level == 0:
+                return i
+    return None
+
+
+def expand_shell(value: str, env: dict[str, str]) -> str:
+    """Expand ``$X``, ``${X}``, ``${X:-default}`` and ``${X:=default}`` from ``env`` (``:=`` assigns into it).
+
+    A variable missing from ``env`` without a default, and every other form, stays as written.
+    """
+    out: list[str] = []
+    i, n = 0, len(value)
+    while i < n:
+        c = value[i]
+        if c != "$" or i + 1 >= n:
+            out.append(c)
+            i += 1
+            continue
+        if value[i + 1] == "{":
+            end = _closing_brace(value, i + 1)
+            if end is None:
+                out.append(value[i:])
+                break
+            text = value[i : end + 1]
+            m = _BRACED.fullmatch(value[i + 2 : end])
+            if m:
+                name, op, word = m.groups()
+                current = env.get(name)
+                if op is None:
+                    text = current if current is not None else text
+                elif current:  # set and not empty
+                    text = current
+                else:
+                    text = expand_shell(word, env)
+                    if op == ":=":
+                        env[name] = text
+            out.append(text)
+            i = end + 1
+            continue
+        m = _NAME.match(value, i + 1)
+        if m:
+            out.append(env[m.group(0)] if m.group(0) in env else value[i : m.end()])
+            i = m.end()
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _resolve(tok: Token, env: dict[str, str]) -> str:
+    """The token's value after expansion (single-quoted text is literal)."""
+    return tok.value if tok.text.startswith("'") else expand_shell(tok.value, env)
 
 
 @dataclass
@@ -150,6 +223,7 @@ class FlagOccurrence:
     value_tokens: list[Token]
     inline_value: bool = False  # --flag=value
     source: str = ""  # array name, or "" for the command line itself
+    resolved: list[str] = field(default_factory=list)  # values with shell variables expanded where the script allows
 
     @property
     def value(self) -> str | None:
@@ -170,8 +244,10 @@ class SlimeLaunch(EditableText):
     entry: str | None = None  # train.py | train_async.py | None (plain argument list)
     flags: list[FlagOccurrence] = field(default_factory=list)
     arrays: dict[str, list[Token]] = field(default_factory=dict)
-    variables: dict[str, str] = field(default_factory=dict)
+    variables: dict[str, str] = field(default_factory=dict)  # as they stand at the training command, expanded
     assignments: dict[str, Token] = field(default_factory=dict)  # NAME=value tokens, for editing through a variable
+    array_values: dict[str, list[str]] = field(default_factory=dict)  # array items expanded when they were assigned
+    _history: list[tuple[str, Token, str]] = field(default_factory=list, repr=False)  # (name, token, value) in order
     cluster_gpus: int | None = None  # from `ray start --head ... --num-gpus N` on a one-node script
     problems: list[Problem] = field(default_factory=list)
 
@@ -184,73 +260,77 @@ class SlimeLaunch(EditableText):
 
     def _parse(self) -> None:
         self.flags, self.arrays, self.variables, self.problems, self.assignments = [], {}, {}, [], {}
+        self.array_values, self._history = {}, []
         self.entry, self.cluster_gpus = None, None
         statements = tokenize(self.text)
-        command: list[tuple[Token, str]] | None = None
-        loose: list[tuple[Token, str]] = []
+        command: list[tuple[Token, str, str]] | None = None
+        loose: list[tuple[Token, str, str]] = []
         ray_gpus: int | None = None
+        env = self.variables  # bash's view of the script's variables, statement by statement
         for stmt in statements:
             head = stmt[0]
             match = _ASSIGN.match(head.text)
             if match and len(stmt) >= 2 and stmt[1].text == "(":
+                if command is not None:
+                    continue  # assigned after the training command: does not reach it
                 name, plus = match.group(1), match.group(2)
                 body = [t for t in stmt[2:] if t.text != ")"]
+                values = [_resolve(t, env) for t in body]  # bash expands array items when it assigns them
                 self.arrays[name] = (self.arrays.get(name, []) if plus else []) + body
+                self.array_values[name] = (self.array_values.get(name, []) if plus else []) + values
                 continue
-            if match and len(stmt) == 1:
-                self.variables[match.group(1)] = _unquote(match.group(3))
-                self.assignments[match.group(1)] = head
+            assigns = stmt[1:] if head.text in _DECLARE and len(stmt) > 1 else stmt
+            if all(_ASSIGN.match(t.text) for t in assigns):  # NAME=value ... (export NAME=value ...)
+                if command is None:
+                    for tok in assigns:
+                        m = _ASSIGN.match(tok.text)
+                        raw = m.group(3)
+                        value = _unquote(raw) if raw.startswith("'") else expand_shell(_unquote(raw), env)
+                        env[m.group(1)] = (env.get(m.group(1), "") if m.group(2) else "") + value
+                        self.assignments[m.group(1)] = tok
+                        self._history.append((m.group(1), tok, env[m.group(1)]))
                 continue
+            if command is not None:
+                continue  # after the training command: nothing here reaches it
             words = [t.value for t in stmt]
             if "ray" in words[:2] and "start" in words[:3]:
                 for i, w in enumerate(words):
                     if w == "--num-gpus" and i + 1 < len(words):
-                        ray_gpus = _to_int(self.expand(words[i + 1]))
+                        ray_gpus = _to_int(expand_shell(words[i + 1], env))
                     elif w.startswith("--num-gpus="):
-                        ray_gpus = _to_int(self.expand(w.split("=", 1)[1]))
+                        ray_gpus = _to_int(expand_shell(w.split("=", 1)[1], env))
                 continue
             entry_at = next((i for i, t in enumerate(stmt) if t.value.endswith(TRAIN_ENTRIES)), None)
-            if entry_at is not None and command is None:
+            if entry_at is not None:
                 self.entry = next(e for e in TRAIN_ENTRIES if stmt[entry_at].value.endswith(e))
-                command = self._expand_tokens(stmt[entry_at + 1 :])
+                command = self._expand_tokens(stmt[entry_at + 1 :], env)
                 continue
-            loose += self._expand_tokens(stmt)
+            loose += self._expand_tokens(stmt, env)
         if command is None:
-            command = [(t, s) for t, s in loose if t.value.startswith("-") or loose]
-            if not any(t.value.startswith("--") for t, _ in command):
+            command = loose
+            if not any(t.value.startswith("--") for t, _s, _r in command):
                 self.problems.append(Problem(key="", message="no slime flags found (expected a train.py/train_async.py "
                                              "command or a list of --flags)", severity="warning", rule="slime-parse"))
         self.flags = _collect_flags(command, self)
         if ray_gpus is not None and (self.get_int("--actor-num-nodes") or 1) == 1:
             self.cluster_gpus = ray_gpus
 
-    def _expand_tokens(self, tokens: list[Token]) -> list[tuple[Token, str]]:
-        out: list[tuple[Token, str]] = []
+    def _expand_tokens(self, tokens: list[Token], env: dict[str, str]) -> list[tuple[Token, str, str]]:
+        """(token, array it came from, its expanded value), arrays spliced in, left to right as bash does."""
+        out: list[tuple[Token, str, str]] = []
         for tok in tokens:
             ref = _ARRAY_REF.match(tok.text)
             if ref and ref.group(1) in self.arrays:
-                out += [(t, ref.group(1)) for t in self.arrays[ref.group(1)]]
+                name = ref.group(1)
+                out += [(t, name, v) for t, v in zip(self.arrays[name], self.array_values[name], strict=True)]
             else:
-                out.append((tok, ""))
+                out.append((tok, "", _resolve(tok, env)))
         return out
 
     def expand(self, value: str) -> str:
-        """Substitute ``$X``/``${X}``/``${X:-default}`` from the script's own assignments and the environment."""
-
-        def sub(match: re.Match[str]) -> str:
-            name = match.group(1) or match.group(3)
-            if name in self.variables:
-                return self.variables[name]
-            if match.group(2) is not None:
-                return match.group(2)
-            return match.group(0)
-
-        for _ in range(5):
-            new = _VAR_REF.sub(sub, value)
-            if new == value:
-                break
-            value = new
-        return value
+        """Substitute ``$X``/``${X}``/``${X:-default}``/``${X:=default}`` from the script's own assignments
+        (as they stand at the training command); the process environment is never read."""
+        return expand_shell(value, dict(self.variables))
 
     # ---- reading
 
@@ -263,10 +343,9 @@ class SlimeLaunch(EditableText):
     def get(self, flag: str) -> str | None:
         """The value of the last occurrence (argparse semantics), variables expanded."""
         occ = self.occurrences(flag)
-        if not occ:
+        if not occ or not occ[-1].values:
             return None
-        value = occ[-1].value
-        return None if value is None else self.expand(value)
+        return " ".join(occ[-1].resolved)
 
     def get_int(self, flag: str) -> int | None:
         return _to_int(self.get(flag))
@@ -279,7 +358,7 @@ class SlimeLaunch(EditableText):
         out: list[str] = []
         for f in self.flags:
             out.append(f.flag)
-            out += [self.expand(v) for v in f.values]
+            out += f.resolved
         return out
 
 
@@ -293,6 +372,7 @@ class SlimeLaunch(EditableText):
             return
         last = occ[-1]
         new = _quote(value)
+        self._refuse_expansion(last, new)
         lines = self.text.splitlines(keepends=True)
         if last.inline_value:
             tok = last.flag_token
@@ -316,6 +396,38 @@ class SlimeLaunch(EditableText):
         else:
             raise UserError(f"{self.path}: {flag} has several values; edit it by hand")
         self._commit("".join(lines), flag, value)
+
+    def _refuse_expansion(self, occ: FlagOccurrence, new: str) -> None:
+        """A value that comes from a shell default (``${X:-d}``, ``${X:=d}``, or ``$X`` assigned one) is not
+        rewritten as a literal, which would drop the override: say exactly what to change instead."""
+        if occ.inline_value:
+            tok, text = occ.flag_token, occ.flag_token.text.split("=", 1)[1]
+        elif len(occ.value_tokens) == 1:
+            tok = occ.value_tokens[0]
+            text = tok.text
+        else:
+            return
+        where = f"{occ.flag} is {text} (line {tok.line + 1})"
+        if _DEFAULT_EXPANSION.search(text) is None:
+            var = None if occ.inline_value else self._variable_of(tok)
+            assigned = self.assignments[var] if var else None
+            if assigned is None or _DEFAULT_EXPANSION.search(assigned.text) is None:
+                return  # a literal, or an assignment without a default: edited as text, as before
+            tok, text = assigned, assigned.text.split("=", 1)[1]
+            where += f", assigned {assigned.text} at line {tok.line + 1}"
+        name = _DEFAULT_EXPANSION.search(text).group(1)
+        earlier = [(t, v) for n, t, v in self._history if n == name and (t.line, t.col) < (tok.line, tok.col)]
+        bare = text.strip("\"'")
+        head = _DEFAULT_EXPANSION.match(bare)
+        if not head or _closing_brace(bare, 1) != len(bare) - 1:  # part of a longer word: no single default to name
+            advice = f"change {text} so that it gives {new}"
+        elif earlier and earlier[-1][1]:
+            assignment = earlier[-1][0]
+            advice = (f"{name} is assigned {assignment.text} at line {assignment.line + 1}, so the default is not "
+                      f"used: change that assignment to {name}={new}")
+        else:
+            advice = f"change {bare} to {bare[: head.end()]}{new}}} (or assign {name}={new} before it)"
+        raise UserError(f"{self.path}: {where}, a shell default: {advice}; edit it by hand")
 
     def _variable_of(self, tok: Token) -> str | None:
         match = re.fullmatch(r'"?\$\{?(\w+)\}?"?', tok.text)
@@ -419,15 +531,17 @@ def _to_int(value: str | None) -> int | None:
         return None
 
 
-def _collect_flags(tokens: list[tuple[Token, str]], launch: SlimeLaunch) -> list[FlagOccurrence]:
+def _collect_flags(tokens: list[tuple[Token, str, str]], launch: SlimeLaunch) -> list[FlagOccurrence]:
     flags: list[FlagOccurrence] = []
     current: FlagOccurrence | None = None
-    for tok, source in tokens:
+    for tok, source, resolved in tokens:
         value = tok.value
         if value.startswith("--") and len(value) > 2:
             if "=" in value:
                 name, inline = value.split("=", 1)
-                current = FlagOccurrence(name, [inline], tok, [], inline_value=True, source=source)
+                inline_resolved = resolved.split("=", 1)[1] if resolved.startswith(name + "=") else inline
+                current = FlagOccurrence(name, [inline], tok, [], inline_value=True, source=source,
+                                         resolved=[inline_resolved])
                 flags.append(current)
                 current = None
                 continue
@@ -436,6 +550,7 @@ def _collect_flags(tokens: list[tuple[Token, str]], launch: SlimeLaunch) -> list
         elif current is not None:
             current.values.append(value)
             current.value_tokens.append(tok)
+            current.resolved.append(resolved)
     return flags
 
 
