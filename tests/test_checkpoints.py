@@ -291,6 +291,8 @@ def test_megatron_release_tracker_in_the_cli(tmp_path: Path) -> None:
     assert data["tracker_release"] is True and data["tracker_iteration"] is None
     assert [(c["path"], c["step"], c["valid"]) for c in data["checkpoints"]] == [(str(save / "release"), None, True)]
     assert data["plan"]["config_lines"] == ["--load", str(save)]
+    human = runner.invoke(app, ["checkpoints", str(save)])
+    assert "latest_checkpointed_iteration.txt: release" in human.output
 
 
 def test_interrupted_megatron_save(tmp_path: Path) -> None:

@@ -60,6 +60,8 @@ def render(report: Any) -> str:
              + (f", {len(report.selected())} before step {report.before_step}" if report.before_step is not None else "")]
     if report.tracker_iteration is not None:
         lines.append(f"  latest_checkpointed_iteration.txt: {report.tracker_iteration}")
+    elif report.tracker_release:
+        lines.append("  latest_checkpointed_iteration.txt: release (loads release/)")
     for c in report.selected():
         names = "/".join(x for x in (c.experiment, c.trial, c.role) if x)
         step = "?" if c.step is None else str(c.step)
