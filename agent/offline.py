@@ -57,10 +57,8 @@ def _looks_like_log(text: str) -> bool:
 
 
 def _log_findings(text: str) -> list[Any]:
-    try:
-        from rlmedic.tools.diagnose import diagnose_text
-    except ImportError:  # the log tool is optional for this engine
-        return []
+    from rlmedic.tools.diagnose import diagnose_text  # lazy: only for pasted logs
+
     diagnosis = diagnose_text(text, name="<question>")
     findings = list(diagnosis.findings)
     if diagnosis.root is not None:

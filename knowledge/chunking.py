@@ -9,11 +9,13 @@ Markdown (troubleshooting pages often are).
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from rlmedic.confine import looks_binary
 from rlmedic.errors import UserError
 
 DOC_SUFFIXES = (".md", ".markdown", ".mdx", ".rst", ".txt", ".text")
@@ -64,7 +66,7 @@ def content_hash(data: bytes) -> str:
 
 def decode_document(data: bytes, name: str) -> tuple[str, str | None]:
     """Bytes to text. Returns (text, warning). Binary input raises :class:`UserError`."""
-    if b"\x00" in data[:8192]:
+    if looks_binary(data):
         raise UserError(f"{name}: looks like a binary file, not a text document")
     try:
         return data.decode("utf-8-sig"), None
@@ -110,10 +112,8 @@ def faq_items_to_headings(text: str) -> str:
     return "\n".join(lines)
 
 
-def _line_of(text: str, offsets: list[int], char_index: int) -> int:
+def _line_of(offsets: list[int], char_index: int) -> int:
     """1-based line number of a character offset (binary search over line starts)."""
-    import bisect
-
     return bisect.bisect_right(offsets, char_index)
 
 
@@ -167,8 +167,8 @@ def chunk_document(text: str, source: str, path: str = "", kind: str = "doc") ->
         for piece, piece_start in pieces:
             if not piece.strip():
                 continue
-            line_start = _line_of(text, line_starts, max(piece_start, 0))
-            line_end = _line_of(text, line_starts, max(piece_start, 0) + max(len(piece) - 1, 0))
+            line_start = _line_of(line_starts, max(piece_start, 0))
+            line_end = _line_of(line_starts, max(piece_start, 0) + max(len(piece) - 1, 0))
             # the heading path travels with every chunk: its words are often the best
             # evidence of what a section is about (for BM25 and the embedding alike)
             body_text = f"{section}\n\n{piece}" if section else piece

@@ -20,6 +20,7 @@ class KnowledgeBase:
         self.store = Store(index_dir(directory))
         self.with_cards = with_cards
         self.embedder = embedder
+        self._cards_checked = False
 
     def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport:
         return index_paths(paths, self.store, embedder=self.embedder, progress=progress)
@@ -30,8 +31,9 @@ class KnowledgeBase:
 
     def search(self, query: str, k: int = 5, *, mode: Mode | None = None, kind: str | None = None) -> list[SearchResult]:
         """Default mode: card-guided hybrid when cards are indexed, plain hybrid otherwise."""
-        if self.with_cards:
+        if self.with_cards and not self._cards_checked:
             ensure_cards(self.store, embedder=self.embedder)
+            self._cards_checked = True
         if kind == "doc" and not self.has_documents():
             raise UserError(f"no documents indexed in {self.store.directory} yet: add some with `rlmedic index PATH`")
         mode = mode or ("guided" if self.with_cards else "hybrid")

@@ -15,11 +15,12 @@ from pathlib import Path
 from rlmedic.confine import Confinement, redact
 from rlmedic.errors import UserError
 from rlmedic.knowledge.chunking import MAX_DOC_BYTES, Chunk, chunk_document, content_hash, decode_document, discover
+from rlmedic.knowledge.embeddings import MAX_SEQ_LENGTH, Embedder
 from rlmedic.knowledge.store import FileEntry, Store
 
 CARDS_KEY = "<builtin-cards>"
 #: Bump when chunking or embedding changes so old indexes are rebuilt, not mixed.
-PIPELINE = "chunks-v2/all-MiniLM-L6-v2@128"
+PIPELINE = f"chunks-v2/{Embedder.name}@{MAX_SEQ_LENGTH}"
 
 #: progress(done_files, total_files, current_name)
 Progress = Callable[[int, int, str], None]

@@ -16,22 +16,12 @@ def register(app: typer.Typer) -> None:
     app.command("ask")(ask)
 
 
-def _quiet_model_loading() -> None:
-    """Model-loading progress bars and warnings are noise on a CLI."""
-    import os
-
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
 def index(
     paths: list[Path] = typer.Argument(..., metavar="PATH", help="Files or folders of docs (Markdown, reStructuredText, text)."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Add documents to the knowledge base (only changed files are re-embedded)."""
-    _quiet_model_loading()
     from rlmedic.knowledge.index import KnowledgeBase
     from rlmedic.ui.cli import print_json
     from rlmedic.ui.progress import progress_bar
@@ -61,7 +51,6 @@ def search(
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
 ) -> None:
     """Hybrid search (dense + BM25) over the indexed docs and the playbook cards."""
-    _quiet_model_loading()
     from rlmedic.errors import UserError
     from rlmedic.knowledge.index import KnowledgeBase
     from rlmedic.ui.cli import print_json
@@ -87,7 +76,6 @@ def ask(
     json_out: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
 ) -> None:
     """Ask a troubleshooting question; answers cite their sources."""
-    _quiet_model_loading()
     from rlmedic.agent.offline import answer_offline
     from rlmedic.knowledge.index import KnowledgeBase
     from rlmedic.ui.cli import print_json
