@@ -57,7 +57,7 @@ def _looks_like_log(text: str) -> bool:
 
 
 def _log_findings(text: str) -> list[Any]:
-    from rlmedic.tools.diagnose import diagnose_text  # lazy: only for pasted logs
+    from rlmedic.tools.logs.diagnose import diagnose_text  # lazy: only for pasted logs
 
     diagnosis = diagnose_text(text, name="<question>")
     findings = list(diagnosis.findings)

@@ -182,7 +182,7 @@ def ere_patterns() -> list[str]:
     ``[^\n]``); a pattern with lookarounds is replaced by its prefilter literals, and
     ``(?i)`` patterns are searched case-sensitively (a small advantage to grep).
     """
-    from rlmedic.tools.signatures import builtin_catalog
+    from rlmedic.tools.logs.signatures import builtin_catalog
 
     catalog = builtin_catalog()
     out: list[str] = []
@@ -203,7 +203,7 @@ def ere_patterns() -> list[str]:
 
 _RLMEDIC_RUN = """
 import json, resource, sys, time
-from rlmedic.tools.diagnose import diagnose
+from rlmedic.tools.logs.diagnose import diagnose
 t = time.perf_counter()
 d = diagnose([sys.argv[1]], engine=sys.argv[2])
 dt = time.perf_counter() - t

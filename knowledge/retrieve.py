@@ -15,7 +15,7 @@ from typing import Literal
 
 from rlmedic.errors import UserError
 from rlmedic.knowledge.store import Store
-from rlmedic.knowledge.tokenize import identifiers, normalize_identifier, tokenize
+from rlmedic.knowledge.words import identifiers, normalize_identifier, tokenize
 from rlmedic.types import Citation
 
 RRF_K = 60

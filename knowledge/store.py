@@ -137,7 +137,7 @@ class Store:
         """Re-tokenise every chunk; cheap next to embedding (a few thousand chunks)."""
         import bm25s
 
-        from rlmedic.knowledge.tokenize import tokenize
+        from rlmedic.knowledge.words import tokenize
 
         res = self.collection.get(include=["documents"])
         ids, docs = res["ids"], res["documents"]

@@ -11,8 +11,8 @@ import pytest
 from conftest import FIXTURES
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
-from rlmedic.tools.areal_config import parse_areal_config
-from rlmedic.tools.checkpoints import (
+from rlmedic.tools.config.areal import parse_areal_config
+from rlmedic.tools.checkpoints.listing import (
     Mount,
     list_checkpoints,
     mount_for,
@@ -308,7 +308,7 @@ def test_interrupted_megatron_save(tmp_path: Path) -> None:
 
 
 def test_slime_plan_differences(tmp_path: Path) -> None:
-    from rlmedic.tools.slime_args import parse_slime_args
+    from rlmedic.tools.config.slime import parse_slime_args
 
     save = megatron_tree(tmp_path / "ckpt")
     report = list_checkpoints(save, mounts=VOLUME)

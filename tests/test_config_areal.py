@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import SHARED
 from rlmedic.errors import UserError
-from rlmedic.tools.areal_config import (
+from rlmedic.tools.config.areal import (
     check_schema,
     load_areal_config,
     parse_allocation_mode,
@@ -16,7 +16,8 @@ from rlmedic.tools.areal_config import (
     parse_backend,
     roundtrip_dump,
 )
-from rlmedic.tools.config_rules import LintContext, lint_areal
+from rlmedic.tools.config.rules import LintContext
+from rlmedic.tools.config.checks import lint_areal
 
 UPSTREAM = SHARED / "corpus" / "areal-configs"
 UPSTREAM_CONFIGS = sorted(UPSTREAM.rglob("*.yaml"))
@@ -344,7 +345,7 @@ def test_keys_from_a_yaml_merge_are_set_locally() -> None:
 
 
 def test_fix_config_on_a_config_with_merge_keys(tmp_path: Path) -> None:
-    from rlmedic.tools.fix_config import fix_config, lint_config
+    from rlmedic.tools.config.fix import fix_config, lint_config
 
     src = tmp_path / "c.yaml"
     src.write_text(MERGED + "train_dataset:\n  max_length: 4096\ngconfig:\n  max_new_tokens: 1024\n")

@@ -105,9 +105,9 @@ def test_missing_config_is_one_line_exit_2(tmp_path: Path) -> None:
 def test_schema_data_file_is_what_the_build_script_produces(tmp_path: Path) -> None:
     reference = SHARED / "corpus" / "areal" / "en" / "cli_reference.md"
     out = tmp_path / "schema.json"
-    subprocess.run([sys.executable, str(REPO / "tools" / "data" / "build_areal_schema.py"), str(reference), "-o", str(out)],
+    subprocess.run([sys.executable, str(REPO / "tools" / "config" / "build_areal_schema.py"), str(reference), "-o", str(out)],
                    check=True)
-    assert json.loads(out.read_text()) == json.loads((REPO / "tools" / "data" / "areal_schema.json").read_text())
+    assert json.loads(out.read_text()) == json.loads((REPO / "tools" / "config" / "areal_schema.json").read_text())
 
 
 def test_console_script_end_to_end(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from conftest import FIXTURES
-from rlmedic.tools.fix_config import fix_config
+from rlmedic.tools.config.fix import fix_config
 from rlmedic.ui.cli import app
 from typer.testing import CliRunner
 

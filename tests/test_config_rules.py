@@ -9,9 +9,10 @@ import pytest
 from conftest import FIXTURES, SHARED
 from rlmedic.errors import UserError
 from rlmedic.knowledge.cards import card_by_id
-from rlmedic.tools.config_rules import LintContext, load_remedies, load_rules
-from rlmedic.tools.fix_config import fix_config, lint_config
-from rlmedic.tools.gpu import load_snapshot
+from rlmedic.tools.config.rules import LintContext, load_remedies
+from rlmedic.tools.config.checks import load_rules
+from rlmedic.tools.config.fix import fix_config, lint_config
+from rlmedic.tools.gpu.snapshot import load_snapshot
 from rlmedic.types import Finding
 
 AREAL = FIXTURES / "configs" / "areal"
@@ -64,13 +65,13 @@ def _options(options: dict) -> dict:
 
 def _value(framework: str, text: str, path: Path, key: str):
     if framework == "slime":
-        from rlmedic.tools.slime_args import parse_slime_launch
+        from rlmedic.tools.config.slime import parse_slime_launch
 
         launch = parse_slime_launch(text, str(path))
         if key == "--colocate" or key == "--use-dynamic-batch-size":
             return launch.has(key) or None
         return launch.get(key)
-    from rlmedic.tools.areal_config import parse_areal_config
+    from rlmedic.tools.config.areal import parse_areal_config
 
     return parse_areal_config(text, str(path)).get(key)
 
@@ -172,8 +173,8 @@ def test_upstream_typo_is_migrated_to_rejection_sampling(tmp_path: Path) -> None
 
 def test_colocated_a40_matches_the_seed_table() -> None:
     """Seed 004: SGLang at 0.8 plus the trainer does not fit an A40; at 0.5 with gradient checkpointing it does."""
-    from rlmedic.tools.areal_config import load_areal_config
-    from rlmedic.tools.config_rules import colocation_report
+    from rlmedic.tools.config.areal import load_areal_config
+    from rlmedic.tools.config.checks import colocation_report
 
     snapshot = load_snapshot(GPU / "a40_idle.json")
     config = load_areal_config(AREAL / "colocated_a40.yaml")
@@ -185,8 +186,8 @@ def test_colocated_a40_matches_the_seed_table() -> None:
 
 
 def test_leftover_memory_counts_against_the_budget() -> None:
-    from rlmedic.tools.areal_config import load_areal_config
-    from rlmedic.tools.config_rules import colocation_report
+    from rlmedic.tools.config.areal import load_areal_config
+    from rlmedic.tools.config.checks import colocation_report
 
     config = load_areal_config(AREAL / "attention_5090.yaml")
     idle = colocation_report(config, LintContext(snapshot=load_snapshot(GPU / "a40_idle.json")))

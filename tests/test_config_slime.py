@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 from rlmedic.errors import UserError
-from rlmedic.tools.slime_args import (
+from rlmedic.tools.config.slime import (
     load_slime_launch,
     looks_like_slime,
     parse_slime_args,
@@ -120,7 +120,7 @@ def test_looks_like_slime() -> None:
 
 def test_adding_a_flag_after_an_unterminated_quote_is_not_a_crash(tmp_path: Path) -> None:
     """A script cut off inside a quote (a bad paste) made fix-config index past the last line."""
-    from rlmedic.tools.fix_config import fix_config
+    from rlmedic.tools.config.fix import fix_config
 
     for text in ('python3 train.py --max-tokens-per-gpu "9216\n', "python3 train.py --max-tokens-per-gpu '9216",
                  "python3 train.py --max-tokens-per-gpu 9216 \\"):
@@ -135,7 +135,7 @@ def test_adding_a_flag_after_an_unterminated_quote_is_not_a_crash(tmp_path: Path
 
 def test_shell_defaults_and_earlier_assignments_resolve(monkeypatch: pytest.MonkeyPatch) -> None:
     """${RBS:=32}, $N_SAMPLES assigned earlier and "${STEPS}" from ${STEPS:-1} feed the batch arithmetic."""
-    from rlmedic.tools.fix_config import lint_config
+    from rlmedic.tools.config.fix import lint_config
 
     monkeypatch.setenv("RBS", "64")  # the process environment is never read
     monkeypatch.setenv("STEPS", "2")
@@ -174,7 +174,7 @@ def test_expansion_forms(text: str, value: str) -> None:
 
 def test_fix_through_a_shell_default_is_an_edit_by_hand(tmp_path: Path) -> None:
     """A literal flag value is edited in place; a value from ${GBS:-128} is not overwritten but explained."""
-    from rlmedic.tools.fix_config import fix_config
+    from rlmedic.tools.config.fix import fix_config
 
     original = (SLIME / "batch_from_variables.sh").read_text()
     result = fix_config(SLIME / "batch_from_variables.sh")

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import FIXTURES
 from rlmedic.errors import UserError
-from rlmedic.tools.gpu import (
+from rlmedic.tools.gpu.snapshot import (
     NO_GPU_STATUSES,
     ROLE_OTHER,
     ROLE_SGLANG,

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 from rlmedic.confine import Confinement
-from rlmedic.tools.gpu import GIB, load_snapshot
-from rlmedic.tools.gpu_advice import (
+from rlmedic.tools.gpu.snapshot import GIB, load_snapshot
+from rlmedic.tools.gpu.advice import (
     attention_backend_advice,
     colocation_fit,
     estimate_trainer_memory,
@@ -104,7 +104,7 @@ def test_unattributed_memory_is_reported() -> None:
     data = json.loads((GPU / "h200_idle.json").read_text())
     data["gpus"][0]["memory_used"] = 40 * GIB
     path = FIXTURES / "gpu" / "h200_idle.json"
-    from rlmedic.tools.gpu import GpuSnapshot
+    from rlmedic.tools.gpu.snapshot import GpuSnapshot
 
     snap = GpuSnapshot.from_dict(data, where=str(path))
     advice = [a for a in gpu_advice(snap) if a.id == "unattributed-memory"]

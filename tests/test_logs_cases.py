@@ -11,7 +11,7 @@ import json
 import pytest
 
 from conftest import SHARED
-from rlmedic.tools.diagnose import diagnose_text
+from rlmedic.tools.logs.diagnose import diagnose_text
 
 CASES = SHARED / "cases" / "dev_cases.jsonl"
 

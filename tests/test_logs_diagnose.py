@@ -15,7 +15,7 @@ import yaml
 from conftest import FIXTURES
 from rlmedic.confine import Confinement
 from rlmedic.errors import AccessDenied, UserError
-from rlmedic.tools.diagnose import diagnose, diagnose_text
+from rlmedic.tools.logs.diagnose import diagnose, diagnose_text
 
 LOGS = FIXTURES / "logs"
 EXPECTED = yaml.safe_load((LOGS / "expected.yaml").read_text())
@@ -242,10 +242,10 @@ def test_engines_agree() -> None:
 
 
 def test_small_chunks_give_the_same_answer(tmp_path: Path) -> None:
-    from rlmedic.tools import logscan
-    from rlmedic.tools.diagnose import _Builder
-    from rlmedic.tools.metrics import MetricCollector
-    from rlmedic.tools.signatures import builtin_catalog
+    from rlmedic.tools.logs import scan as logscan
+    from rlmedic.tools.logs.diagnose import _Builder
+    from rlmedic.tools.logs.metrics import MetricCollector
+    from rlmedic.tools.logs.signatures import builtin_catalog
 
     noise = "".join(
         f"[2025-11-22 10:00:{i % 60:02d} TP0] Decode batch. #running-req: {i % 97}, #token: {i * 7}, token usage: 0.5\n"
@@ -297,10 +297,10 @@ def test_missing_path_is_a_user_error(tmp_path: Path) -> None:
 def test_line_longer_than_the_buffer_does_not_stop_the_scan(tmp_path: Path, chunk: int | None) -> None:
     """A single line bigger than the before-context window (a dumped sample, a JSON blob) used to
     fill the buffer for good: the scan stopped there, claimed the byte cap, and missed the error."""
-    from rlmedic.tools import logscan
-    from rlmedic.tools.diagnose import _Builder
-    from rlmedic.tools.metrics import MetricCollector
-    from rlmedic.tools.signatures import builtin_catalog
+    from rlmedic.tools.logs import scan as logscan
+    from rlmedic.tools.logs.diagnose import _Builder
+    from rlmedic.tools.logs.metrics import MetricCollector
+    from rlmedic.tools.logs.signatures import builtin_catalog
 
     catalog = builtin_catalog()
     metrics = MetricCollector(catalog.metrics)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import FIXTURES
-from rlmedic.tools.excerpt import build_excerpt, excerpt_text
+from rlmedic.tools.logs.excerpt import build_excerpt, excerpt_text
 
 
 def test_excerpt_centres_on_root_and_keeps_line_numbers() -> None:

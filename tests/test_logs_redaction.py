@@ -7,8 +7,8 @@ import json
 import pytest
 
 from rlmedic.confine import REDACTED, redact
-from rlmedic.tools.diagnose import diagnose_text
-from rlmedic.tools.excerpt import excerpt_text
+from rlmedic.tools.logs.diagnose import diagnose_text
+from rlmedic.tools.logs.excerpt import excerpt_text
 
 SECRETS = {
     "wandb": "WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567",

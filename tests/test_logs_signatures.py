@@ -9,7 +9,7 @@ import yaml
 from conftest import FIXTURES
 from rlmedic.errors import UserError
 from rlmedic.knowledge.cards import CARDS_DIR
-from rlmedic.tools.signatures import ROLE_RANK, builtin_catalog, parse_catalog, required_literals
+from rlmedic.tools.logs.signatures import ROLE_RANK, builtin_catalog, parse_catalog, required_literals
 from rlmedic.types import CATEGORIES
 
 CATALOG = builtin_catalog()
@@ -109,6 +109,6 @@ def test_duplicate_ids_fail() -> None:
 
 
 def test_catalog_file_is_plain_yaml() -> None:
-    raw = yaml.safe_load((FIXTURES.parent.parent / "tools" / "data" / "signatures.yaml").read_text())
+    raw = yaml.safe_load((FIXTURES.parent.parent / "tools" / "logs" / "signatures.yaml").read_text())
     assert raw["version"] == 1
     assert len(raw["signatures"]) >= 50

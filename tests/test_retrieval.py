@@ -8,7 +8,7 @@ import pytest
 
 from rlmedic.knowledge.evaluate import evaluate, first_hit_rank, load_questions
 from rlmedic.knowledge.index import KnowledgeBase
-from rlmedic.knowledge.tokenize import identifiers, tokenize
+from rlmedic.knowledge.words import identifiers, tokenize
 
 QUESTIONS = Path(__file__).parent / "data" / "retrieval_questions.yaml"
 

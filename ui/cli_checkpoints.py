@@ -23,7 +23,7 @@ def checkpoints(
 ) -> None:
     """List checkpoints with steps, times and sizes; check integrity; print the exact resume command."""
     from rlmedic.confine import Confinement
-    from rlmedic.tools.checkpoints import list_checkpoints, recovery_plan
+    from rlmedic.tools.checkpoints.listing import list_checkpoints, recovery_plan
     from rlmedic.ui.cli import print_json
 
     confinement = Confinement.for_paths([root] + ([config] if config else []))
@@ -31,7 +31,7 @@ def checkpoints(
                               confinement=confinement)
     parsed = None
     if config is not None:
-        from rlmedic.tools.fix_config import load_config
+        from rlmedic.tools.config.fix import load_config
 
         _framework, parsed = load_config(config, confinement=confinement)
     recovery_plan(report, config=parsed)

@@ -20,7 +20,7 @@ SPOT_HELP = "The run uses spot/preemptible machines: recovery settings become er
 def _snapshot(path: Optional[Path]) -> Any:
     if path is None:
         return None
-    from rlmedic.tools.gpu import load_snapshot
+    from rlmedic.tools.gpu.snapshot import load_snapshot
 
     return load_snapshot(path)
 
@@ -32,7 +32,7 @@ def lint_config(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Check a config against AReaL's schema and the seed rules; changes nothing. Exit 1 when errors are found."""
-    from rlmedic.tools.fix_config import lint_config as run_lint
+    from rlmedic.tools.config.fix import lint_config as run_lint
     from rlmedic.ui.cli import print_json
 
     result = run_lint(config, snapshot=_snapshot(snapshot), spot=spot)
@@ -55,7 +55,7 @@ def fix_config(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Produce the corrected config: each change with old and new value, reason and citation, plus a unified diff."""
-    from rlmedic.tools.fix_config import fix_config as run_fix
+    from rlmedic.tools.config.fix import fix_config as run_fix
     from rlmedic.ui.cli import print_json
 
     result = run_fix(config, log_paths=log or [], snapshot=_snapshot(snapshot), spot=spot, fileroot=fileroot,

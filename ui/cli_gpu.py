@@ -18,8 +18,8 @@ def gpu(
     save: Optional[Path] = typer.Option(None, "--save", help="Also write the snapshot as JSON to this new file (paste it from the cluster)."),
 ) -> None:
     """GPU state: memory, utilisation, temperature, ECC, clocks, and the processes holding memory (leftovers flagged)."""
-    from rlmedic.tools.gpu import gpu_snapshot, load_snapshot, save_snapshot
-    from rlmedic.tools.gpu_advice import gpu_advice
+    from rlmedic.tools.gpu.snapshot import gpu_snapshot, load_snapshot, save_snapshot
+    from rlmedic.tools.gpu.advice import gpu_advice
     from rlmedic.ui.cli import print_json
 
     snap = load_snapshot(snapshot) if snapshot else gpu_snapshot()

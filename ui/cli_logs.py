@@ -1,6 +1,6 @@
 """``rlmedic diagnose`` and ``rlmedic excerpt``: log diagnosis from the terminal.
 
-Rendering only: the work happens in :mod:`rlmedic.tools.diagnose`. The human report puts
+Rendering only: the work happens in :mod:`rlmedic.tools.logs.diagnose`. The human report puts
 the root cause first (with its line), then the cascades grouped under it, then the fix;
 ``--json`` prints the :meth:`Diagnosis.to_dict` contract.
 """
@@ -15,7 +15,7 @@ import click
 import typer
 
 if TYPE_CHECKING:
-    from rlmedic.tools.diagnose import Diagnosis
+    from rlmedic.tools.logs.diagnose import Diagnosis
     from rlmedic.types import Finding
 
 _SEV_STYLE = {
@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every fix and finding."),
     ) -> None:
         """Find the root cause in AReaL / slime training logs, with its line and the fix."""
-        from rlmedic.tools.diagnose import diagnose
+        from rlmedic.tools.logs.diagnose import diagnose
         from rlmedic.types import severity_rank
 
         diagnosis = diagnose([str(p) for p in paths])
@@ -147,6 +147,6 @@ def register(app: typer.Typer) -> None:
         max_lines: int = typer.Option(120, "--max-lines", min=10, help="Line budget of the excerpt."),
     ) -> None:
         """Print the most relevant lines of a log (around the root error, repeats collapsed), redacted."""
-        from rlmedic.tools.excerpt import build_excerpt
+        from rlmedic.tools.logs.excerpt import build_excerpt
 
         click.echo(build_excerpt([str(p) for p in paths], max_lines=max_lines))

@@ -1,6 +1,6 @@
 """Advice that needs the hardware: leftovers, attention backend, colocation memory budget.
 
-Everything here takes a :class:`~rlmedic.tools.gpu.GpuSnapshot` (live or loaded from a
+Everything here takes a :class:`~rlmedic.tools.gpu.snapshot.GpuSnapshot` (live or loaded from a
 file) plus plain numbers, and returns data. The memory model is deliberately simple and
 written out in :class:`TrainerMemory.assumptions`, so users can see why a budget fails.
 """
@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
-from rlmedic.tools.config_rules import card_citation
-from rlmedic.tools.gpu import (
+from rlmedic.tools.citations import card_citation
+from rlmedic.tools.gpu.snapshot import (
     GIB,
     ROLE_SGLANG,
     ROLE_TRAINER,
@@ -28,7 +28,7 @@ from rlmedic.tools.gpu import (
 )
 from rlmedic.types import Citation, Finding, Fix
 
-MODEL_SPECS_PATH = Path(__file__).parent / "data" / "model_specs.yaml"
+MODEL_SPECS_PATH = Path(__file__).parent / "model_specs.yaml"
 
 #: Memory the budget keeps free on a shared GPU: CUDA contexts of two processes, NCCL
 #: buffers and allocator fragmentation.

@@ -1,355 +1,41 @@
-"""Config rules: a declarative table (``data/config_rules.yaml``) plus one check per rule.
+"""The config checks: one function per rule in ``config_rules.yaml``, and the lint entry points.
 
-The table holds each rule's id, severity, summary and citations; this module holds the
-checks that compute a rule's message and its proposed change from a config (AReaL YAML
-or slime launch arguments), a GPU snapshot and a log's findings. ``lint_areal`` and
-``lint_slime`` run every rule; ``fix_config`` (in :mod:`rlmedic.tools.fix_config`)
-applies the changes.
-
-Shared result types (:class:`Problem`, :class:`Change`) live here too, so that the
-AReaL loader, the slime parser and the fixer speak the same vocabulary.
+A check takes a parsed config (AReaL YAML or slime launch arguments), the
+:class:`~rlmedic.tools.config.rules.LintContext` and its :class:`Rule`, and returns the
+problems it finds, each with the change that would fix it. Register a new check with
+``@check("name")`` and name it in the table.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import posixpath
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import yaml
-from rlmedic.errors import UserError
-from rlmedic.types import Citation, Finding, Fix, severity_rank
+from rlmedic.tools.citations import citation_from
+from rlmedic.tools.config.rules import (
+    DEFAULT_PERSISTENT_ROOT,
+    LONG_RUN_REQUEST_RETRIES,
+    LONG_RUN_REQUEST_TIMEOUT,
+    SPOT_RECOVER_FREQ_SECS,
+    Change,
+    LintContext,
+    Problem,
+    Rule,
+    _float,
+    _int,
+    _sort,
+    _table,
+    parse_rules,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rlmedic.confine import Confinement
-    from rlmedic.tools.areal_config import ArealConfig
-    from rlmedic.tools.gpu import GpuSnapshot
-    from rlmedic.tools.gpu_advice import ModelSpec
-    from rlmedic.tools.slime_args import SlimeLaunch
+    from rlmedic.tools.config.areal import ArealConfig
+    from rlmedic.tools.config.slime import SlimeLaunch
+    from rlmedic.tools.gpu.advice import ModelSpec
 
-RULES_PATH = Path(__file__).parent / "data" / "config_rules.yaml"
-
-#: Where a relative or /tmp fileroot moves by default: the network-volume mount the
-#: cloud seed uses (RunPod mounts volumes at /workspace). ``--fileroot`` overrides it.
-DEFAULT_PERSISTENT_ROOT = "/workspace/outputs"
-SPOT_RECOVER_FREQ_SECS = 3600
-LONG_RUN_REQUEST_TIMEOUT = 7200
-LONG_RUN_REQUEST_RETRIES = 5
-
-
-# --------------------------------------------------------------------------- citations
-
-
-def card_citation(card_id: str) -> Citation:
-    """A citation of a playbook card; the section names the card's first reference when loaded."""
-    section = ""
-    try:
-        from rlmedic.knowledge.cards import card_by_id
-
-        card = card_by_id(card_id)
-        if card is not None:
-            section = str(card.references[0])
-    except UserError:  # a broken card elsewhere must not break config checks
-        pass
-    return Citation(kind="card", ref=card_id, section=section)
-
-
-def doc_citation(page: str, section: str = "", lines: tuple[int | None, int | None] | None = None) -> Citation:
-    span = None
-    if lines and lines[0]:
-        span = (int(lines[0]), int(lines[1] or lines[0]))
-    return Citation(kind="doc", ref=page, section=section, lines=span)
-
-
-def _citation_from(entry: dict[str, Any]) -> Citation:
-    if "card" in entry:
-        return card_citation(str(entry["card"]))
-    return doc_citation(str(entry["doc"]), str(entry.get("section", "")))
-
-
-# --------------------------------------------------------------------------- result types
-
-
-@dataclass
-class Change:
-    """One edit: ``op`` is set (key/flag -> new), delete, rename (new = new name), add_flag or remove_flag."""
-
-    key: str
-    old: Any
-    new: Any
-    reason: str
-    citation: Citation | None = None
-    rule: str = ""
-    op: str = "set"
-    citations: list[Citation] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "old": self.old,
-            "new": self.new,
-            "reason": self.reason,
-            "citation": str(self.citation) if self.citation else None,
-            "citations": [str(c) for c in (self.citations or ([self.citation] if self.citation else []))],
-            "rule": self.rule,
-            "op": self.op,
-        }
-
-    def to_fix(self) -> Fix:
-        if self.op == "delete" or self.op == "remove_flag":
-            action = f"remove {self.key}"
-        elif self.op == "rename":
-            action = f"rename {self.key} to {self.new}"
-        else:
-            action = f"set {self.key} to {self.new}" + (f" (was {self.old})" if self.old is not None else "")
-        return Fix(action=action, key=self.key, old=self.old, new=self.new, why=self.reason, citation=self.citation)
-
-
-class EditableText:
-    """What the AReaL loader and the slime parser share: a file's original text, its edited text, the diff.
-
-    Subclasses are dataclasses with ``path``, ``original`` and ``text`` fields; edits change
-    ``text`` only, so the input file is never touched.
-    """
-
-    path: str
-    original: str
-    text: str
-
-    @property
-    def changed(self) -> bool:
-        return self.text != self.original
-
-    def dump(self) -> str:
-        return self.text
-
-    def diff(self, from_name: str = "", to_name: str = "") -> str:
-        """Unified diff from the original text to the current text."""
-        import difflib
-
-        name = Path(self.path).name
-        return "".join(difflib.unified_diff(self.original.splitlines(keepends=True), self.text.splitlines(keepends=True),
-                                            fromfile=from_name or f"a/{name}", tofile=to_name or f"b/{name}"))
-
-
-@dataclass
-class Problem:
-    """A rule or schema violation, with the change that would fix it (if there is one)."""
-
-    key: str
-    message: str
-    severity: str
-    citation: Citation | None = None
-    rule: str = ""
-    line: int | None = None
-    suggestion: str = ""
-    changes: list[Change] = field(default_factory=list)
-    citations: list[Citation] = field(default_factory=list)
-
-    @property
-    def fixable(self) -> bool:
-        return bool(self.changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        cites = self.citations or ([self.citation] if self.citation else [])
-        return {
-            "key": self.key,
-            "message": self.message,
-            "severity": self.severity,
-            "citation": str(self.citation) if self.citation else None,
-            "citations": [str(c) for c in cites],
-            "rule": self.rule,
-            "line": self.line,
-            "suggestion": self.suggestion or None,
-            "fixable": self.fixable,
-        }
-
-    def to_finding(self, file: str = "") -> Finding:
-        """The shared vocabulary: a Finding for renderers and the agent."""
-        cites = self.citations or ([self.citation] if self.citation else [])
-        card = next((c.ref for c in cites if c.kind == "card"), "")
-        return Finding(
-            id=f"config:{self.rule or 'schema'}:{self.key}",
-            category="config_constraint",
-            severity=self.severity,  # type: ignore[arg-type]
-            summary=self.message,
-            file=file,
-            line=self.line,
-            evidence={"key": self.key, "rule": self.rule},
-            fixes=[c.to_fix() for c in self.changes],
-            citations=cites,
-            card=card,
-        )
-
-
-# --------------------------------------------------------------------------- the table
-
-
-class _Cited:
-    """A rule or a remedy: its id and citations stamp the changes it proposes."""
-
-    id: str
-    citations: tuple[Citation, ...]
-
-    @property
-    def citation(self) -> Citation | None:
-        return self.citations[0] if self.citations else None
-
-    def change(self, key: str, old: Any, new: Any, reason: str, op: str = "set") -> Change:
-        return Change(key=key, old=old, new=new, reason=reason, citation=self.citation, rule=self.id, op=op,
-                      citations=list(self.citations))
-
-
-@dataclass(frozen=True)
-class Rule(_Cited):
-    id: str
-    framework: str
-    severity: str
-    summary: str
-    citations: tuple[Citation, ...]
-    spot_severity: str = ""
-    seed: str = ""
-    needs: tuple[str, ...] = ()
-    check: str = ""
-
-    def severity_for(self, ctx: LintContext) -> str:
-        return self.spot_severity if (self.spot_severity and ctx.is_spot) else self.severity
-
-    def problem(self, ctx: LintContext, key: str, message: str, *, line: int | None = None,
-                changes: list[Change] | None = None, severity: str | None = None) -> Problem:
-        for change in changes or []:
-            change.rule = change.rule or self.id
-            change.citation = change.citation or self.citation
-            change.citations = change.citations or list(self.citations)
-        return Problem(
-            key=key, message=message, severity=severity or self.severity_for(ctx), citation=self.citation,
-            rule=self.id, line=line, changes=list(changes or []), citations=list(self.citations),
-        )
-
-
-@dataclass(frozen=True)
-class Remedy(_Cited):
-    id: str
-    framework: str
-    phase: str
-    citations: tuple[Citation, ...]
-    key: str = ""
-    flag: str = ""
-    action: str = ""
-
-
-_SEVERITIES = ("critical", "error", "warning", "info")
-
-
-@functools.cache
-def _table(path: str | None = None) -> dict[str, Any]:
-    with open(path or RULES_PATH, encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
-
-
-def load_rules(path: str | None = None) -> dict[str, Rule]:
-    """The rules table, validated: unknown fields, severities or missing checks fail loudly."""
-    data = _table(path)
-    rules: dict[str, Rule] = {}
-    allowed = {"id", "framework", "severity", "spot_severity", "summary", "seed", "citations", "needs", "check"}
-    for raw in data.get("rules", []):
-        extra = set(raw) - allowed
-        if extra:
-            raise UserError(f"config rule {raw.get('id')}: unknown field(s) {', '.join(sorted(extra))}")
-        rid = raw["id"]
-        if rid in rules:
-            raise UserError(f"config rule {rid}: duplicate id")
-        for sev_key in ("severity", "spot_severity"):
-            if raw.get(sev_key) and raw[sev_key] not in _SEVERITIES:
-                raise UserError(f"config rule {rid}: bad {sev_key} {raw[sev_key]!r}")
-        check = raw.get("check") or rid.replace("-", "_")
-        if check not in CHECKS:
-            raise UserError(f"config rule {rid}: no check named {check!r}")
-        if not raw.get("citations"):
-            raise UserError(f"config rule {rid}: every rule needs a citation")
-        rules[rid] = Rule(
-            id=rid, framework=raw["framework"], severity=raw["severity"], summary=raw["summary"],
-            citations=tuple(_citation_from(c) for c in raw["citations"]), spot_severity=raw.get("spot_severity", ""),
-            seed=raw.get("seed", ""), needs=tuple(raw.get("needs", ())), check=check,
-        )
-    return rules
-
-
-def load_remedies(path: str | None = None) -> dict[str, dict[str, list[Remedy]]]:
-    """Remedies per framework and failure phase, most effective first."""
-    data = _table(path).get("remedies", {})
-    out: dict[str, dict[str, list[Remedy]]] = {}
-    for framework, phases in data.items():
-        for phase, entries in phases.items():
-            out.setdefault(framework, {})[phase] = [
-                Remedy(
-                    id=e["id"], framework=framework, phase=phase,
-                    citations=tuple(_citation_from(c) for c in e.get("citations", [])),
-                    key=e.get("key", ""), flag=e.get("flag", ""), action=e.get("action", ""),
-                )
-                for e in entries
-            ]
-    return out
-
-
-# --------------------------------------------------------------------------- context
-
-
-#: Log finding -> failure phase, when the finding carries no evidence["phase"].
-_CATEGORY_PHASE = {"oom_generation": "generation", "oom_training": "training", "oom_weight_update": "weight_update",
-                   "sglang_connection": "connection", "sglang_crash": "connection"}
-_CARD_PHASE = {"oom-initialization": "initialization", "oom-data-transfer": "data_transfer",
-               "oom-colocated": "colocated", "oom-consumer-gpu": "colocated",
-               "sglang-disconnect-long-run": "connection", "weight-sync-timeout": "connection"}
-#: Findings that show the run lives on preemptible machines or failed to resume.
-_SPOT_CARDS = {"spot-interruption", "recovery-config-changed", "no-checkpoints-found", "recover-checkpoint-invalid",
-               "checkpoints-not-on-persistent-volume", "wandb-running-but-stopped", "training-crash-no-error"}
-
-
-@dataclass
-class LintContext:
-    """What a check may use besides the config itself."""
-
-    snapshot: GpuSnapshot | None = None
-    findings: list[Finding] = field(default_factory=list)
-    spot: bool = False
-    model: ModelSpec | None = None
-    fileroot: str = ""  # where to move a relative/ephemeral fileroot; default DEFAULT_PERSISTENT_ROOT
-    confinement: Confinement | None = None
-
-    @property
-    def is_spot(self) -> bool:
-        return self.spot or any(f.card in _SPOT_CARDS for f in self.findings)
-
-    @property
-    def phases(self) -> list[str]:
-        """Failure phases seen in the log, in the order of their first finding (root first)."""
-        ordered = sorted(self.findings, key=lambda f: (f.root is not None, 0))
-        seen: list[str] = []
-        for finding in ordered:
-            phase = finding_phase(finding)
-            if phase and phase not in seen:
-                seen.append(phase)
-        return seen
-
-    def saw(self, *, categories: tuple[str, ...] = (), cards: tuple[str, ...] = ()) -> bool:
-        return any(f.category in categories or f.card in cards for f in self.findings)
-
-
-def finding_phase(finding: Finding) -> str:
-    if finding.card in _CARD_PHASE:
-        return _CARD_PHASE[finding.card]
-    phase = str(finding.evidence.get("phase") or "")
-    if finding.category.startswith("oom") and phase:
-        return phase
-    return _CATEGORY_PHASE.get(finding.category, phase if finding.category.startswith("oom") else "")
-
-
-# --------------------------------------------------------------------------- checks registry
 
 CheckFn = Callable[[Any, "LintContext", Rule], list[Problem]]
 CHECKS: dict[str, CheckFn] = {}
@@ -363,39 +49,14 @@ def check(name: str) -> Callable[[CheckFn], CheckFn]:
     return register
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value.replace("_", ""))
-        except ValueError:
-            return None
-    return None
-
-
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    try:
-        return float(str(value))
-    except ValueError:
-        return None
-
-
-def _sort(problems: list[Problem]) -> list[Problem]:
-    return sorted(problems, key=lambda p: (severity_rank(p.severity), p.line or 0, p.key))
+def load_rules(path: str | None = None) -> dict[str, Rule]:
+    """The rules table, each rule bound to a check that exists here."""
+    return parse_rules(CHECKS, path)
 
 
 def lint_areal(config: ArealConfig, ctx: LintContext | None = None, *, rules: dict[str, Rule] | None = None) -> list[Problem]:
     """Schema check plus every AReaL rule."""
-    from rlmedic.tools.areal_config import check_schema
+    from rlmedic.tools.config.areal import check_schema
 
     ctx = ctx or LintContext()
     problems = check_schema(config)
@@ -450,7 +111,7 @@ def _migrate(cfg: ArealConfig, problem: Problem, name: str, migration: dict[str,
     parent = problem.key.rsplit(".", 1)[0] if "." in problem.key else ""
     prefix = f"{parent}." if parent else ""
     value = _plain_value(cfg.get(problem.key))
-    cites = [_citation_from(c) for c in migration.get("citations", [])] or list(problem.citations)
+    cites = [citation_from(c) for c in migration.get("citations", [])] or list(problem.citations)
     changes: list[Change] = []
     settings: dict[str, Any] | None = {}
     if "to" in migration:
@@ -481,7 +142,7 @@ def areal_model(cfg: ArealConfig, ctx: LintContext) -> ModelSpec | None:
     """Architecture facts of ``actor.path`` (context override, local config.json, or the shipped table)."""
     if ctx.model is not None:
         return ctx.model
-    from rlmedic.tools.gpu_advice import model_spec
+    from rlmedic.tools.gpu.advice import model_spec
 
     return model_spec(cfg.get("actor.path"), confinement=ctx.confinement)
 
@@ -504,7 +165,7 @@ class ArealLayout:
 
 def areal_layout(cfg: ArealConfig) -> ArealLayout:
     """Where rollout and training run, from per-engine backends or the legacy allocation_mode."""
-    from rlmedic.tools.areal_config import parse_allocation_mode, parse_backend
+    from rlmedic.tools.config.areal import parse_allocation_mode, parse_backend
 
     rollout = train = None
     rollout_key = train_key = ""
@@ -573,7 +234,7 @@ _ENGINE_KEYS = ("rollout.backend", "actor.backend", "ref.backend", "critic.backe
 
 @check("areal_backend_syntax")
 def _areal_backend_syntax(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
-    from rlmedic.tools.areal_config import parse_allocation_mode, parse_backend
+    from rlmedic.tools.config.areal import parse_allocation_mode, parse_backend
 
     problems = []
     for key in _ENGINE_KEYS:
@@ -613,7 +274,7 @@ def _areal_allocation_deprecated(cfg: ArealConfig, ctx: LintContext, rule: Rule)
 
 @check("areal_backend_fits_cluster")
 def _areal_backend_fits(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
-    from rlmedic.tools.gpu_advice import snapshot_gpu_count
+    from rlmedic.tools.gpu.advice import snapshot_gpu_count
 
     layout = areal_layout(cfg)
     if layout.per_node == 0:  # CPU template
@@ -717,9 +378,9 @@ def _sglang_rollout(layout: ArealLayout) -> bool:
 def colocation_report(cfg: ArealConfig, ctx: LintContext, *, mem_fraction: float | None = None,
                       gradient_checkpointing: bool | None = None, max_tokens_per_mb: int | None = None) -> Any:
     """The colocation budget for this config on the snapshot's smallest GPU (None if unknown)."""
-    from rlmedic.tools.areal_config import default_of
-    from rlmedic.tools.gpu import ROLE_SGLANG, ROLE_TRAINER
-    from rlmedic.tools.gpu_advice import (
+    from rlmedic.tools.config.areal import default_of
+    from rlmedic.tools.gpu.snapshot import ROLE_SGLANG, ROLE_TRAINER
+    from rlmedic.tools.gpu.advice import (
         colocation_fit,
         estimate_trainer_memory,
         smallest_gpu,
@@ -781,7 +442,7 @@ def _areal_colocated_memory(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> l
 
 @check("areal_colocated_share")
 def _areal_colocated_share(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
-    from rlmedic.tools.areal_config import default_of
+    from rlmedic.tools.config.areal import default_of
 
     layout = areal_layout(cfg)
     if not layout.colocated or not _sglang_rollout(layout) or (ctx.snapshot is not None and ctx.snapshot.has_gpus):
@@ -801,8 +462,8 @@ def _areal_colocated_share(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> li
 
 @check("areal_attention_backend")
 def _areal_attention_backend(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
-    from rlmedic.tools.areal_config import default_of
-    from rlmedic.tools.gpu_advice import attention_backend_advice
+    from rlmedic.tools.config.areal import default_of
+    from rlmedic.tools.gpu.advice import attention_backend_advice
 
     layout = areal_layout(cfg)
     if ctx.snapshot is None or not ctx.snapshot.has_gpus or (layout.rollout is not None and layout.rollout.backend != "sglang"):
@@ -962,7 +623,7 @@ def _areal_saver_frequency(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> li
 
 @check("areal_request_timeouts")
 def _areal_request_timeouts(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
-    from rlmedic.tools.areal_config import default_of
+    from rlmedic.tools.config.areal import default_of
 
     if not cfg.has("rollout"):
         return []
@@ -1045,7 +706,7 @@ def slime_gpu_need(launch: SlimeLaunch) -> tuple[int, int, int, bool]:
 
 @check("slime_gpu_count")
 def _slime_gpu_count(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
-    from rlmedic.tools.gpu_advice import snapshot_gpu_count
+    from rlmedic.tools.gpu.advice import snapshot_gpu_count
 
     total = launch.cluster_gpus
     source = "ray start --num-gpus" if total is not None else ""

@@ -22,7 +22,7 @@ from typing import Any
 
 from rlmedic.confine import Confinement, redact
 from rlmedic.errors import UserError
-from rlmedic.tools.logscan import (
+from rlmedic.tools.logs.scan import (
     FileInfo,
     Hit,
     HitGroup,
@@ -31,8 +31,8 @@ from rlmedic.tools.logscan import (
     Source,
     expand_paths,
 )
-from rlmedic.tools.metrics import MetricCollector, MetricEvent
-from rlmedic.tools.signatures import (
+from rlmedic.tools.logs.metrics import MetricCollector, MetricEvent
+from rlmedic.tools.logs.signatures import (
     ROLE_RANK,
     Catalog,
     SigFix,
@@ -236,7 +236,7 @@ def excerpt_lines(hit: Hit, before: int = EXCERPT_BEFORE, after: int = EXCERPT_A
 
 
 def _sig_fixes(sig: Signature, numbers: dict[str, Any], framework: str = "") -> list[Fix]:
-    cite = Citation(kind="doc", ref="rlmedic/tools/data/signatures.yaml", section=sig.id)
+    cite = Citation(kind="doc", ref="rlmedic/tools/logs/signatures.yaml", section=sig.id)
     out = []
     for fx in _for_framework(sig.fixes, framework):
         if not _when(fx.when, numbers):

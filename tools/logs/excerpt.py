@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from rlmedic.confine import Confinement, redact
-from rlmedic.tools.diagnose import Diagnosis, diagnose, diagnose_text
+from rlmedic.tools.logs.diagnose import Diagnosis, diagnose, diagnose_text
 
 _NORMALISE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 ROOT_SHARE = 0.6

@@ -7,8 +7,8 @@ corrected config differs from the user's file only on the lines that changed and
 unedited config dumps back byte for byte. After every patch the text is parsed again
 and the edit verified.
 
-The schema (``data/areal_schema.json``) is generated from AReaL's configuration
-reference by ``data/build_areal_schema.py``; the product never reads the docs.
+The schema (``areal_schema.json``) is generated from AReaL's configuration
+reference by ``build_areal_schema.py``; the product never reads the docs.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from typing import Any
 
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
-from rlmedic.tools.config_rules import EditableText, Problem, doc_citation
+from rlmedic.tools.config.editable import EditableText
+from rlmedic.tools.config.rules import Problem
+from rlmedic.tools.citations import doc_citation
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parent
 SCHEMA_PATH = DATA / "areal_schema.json"
 REFERENCE_DOC = "AReaL docs/en/cli_reference.md"
 
@@ -486,7 +488,7 @@ def roundtrip_dump(config: ArealConfig) -> str:
 
 @functools.cache
 def load_schema(path: str | None = None) -> dict[str, Any]:
-    """The shipped schema of AReaL's config dataclasses (see ``data/build_areal_schema.py``)."""
+    """The shipped schema of AReaL's config dataclasses (see ``build_areal_schema.py``)."""
     schema_path = Path(path) if path else SCHEMA_PATH
     with open(schema_path, encoding="utf-8") as fh:
         return json.load(fh)

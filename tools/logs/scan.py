@@ -27,7 +27,7 @@ from typing import Any, BinaryIO
 
 from rlmedic.confine import Confinement, looks_binary
 from rlmedic.errors import AccessDenied, UserError
-from rlmedic.tools.signatures import Catalog, Literal, Signature
+from rlmedic.tools.logs.signatures import Catalog, Literal, Signature
 
 CHUNK = 8 << 20
 KEEP_BEFORE = 64 << 10  # bytes of already-scanned text kept for before-context

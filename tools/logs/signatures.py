@@ -1,4 +1,4 @@
-"""The log-signature catalog: load ``data/signatures.yaml``, validate it, compile it.
+"""The log-signature catalog: load ``signatures.yaml``, validate it, compile it.
 
 The catalog is data so that adding a failure means adding a YAML entry, not code.
 This module turns it into compiled regexes plus the *literal prefilter*: for every
@@ -27,7 +27,7 @@ except ImportError:  # pragma: no cover - older interpreters
     import sre_constants as _sre_const  # type: ignore[no-redef]
     import sre_parse as _sre_parse  # type: ignore[no-redef]
 
-CATALOG_PATH = Path(__file__).parent / "data" / "signatures.yaml"
+CATALOG_PATH = Path(__file__).parent / "signatures.yaml"
 
 #: Lower rank = more fundamental. The root cause is the earliest finding of lowest rank.
 ROLE_RANK: dict[str, int] = {"cause": 0, "crash": 1, "cascade": 2, "symptom": 3, "wrapper": 4, "marker": 9}

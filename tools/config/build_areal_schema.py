@@ -5,8 +5,8 @@ AReaL documents every config dataclass as a Markdown table in ``docs/en/cli_refe
 label). This script turns those tables into a small JSON schema that rlmedic ships as
 package data, so the product never reads the docs at run time::
 
-    python tools/data/build_areal_schema.py ../shared/corpus/areal/en/cli_reference.md \
-        -o tools/data/areal_schema.json
+    python tools/config/build_areal_schema.py ../shared/corpus/areal/en/cli_reference.md \
+        -o tools/config/areal_schema.json
 
 Re-run it when AReaL's reference changes and commit the result; ``tests/test_config_schema.py``
 checks that the shipped file is what this script produces from the shared corpus.
@@ -163,7 +163,7 @@ def build(reference: Path) -> dict[str, Any]:
         raise SystemExit(f"{reference}: links to undocumented section(s) {', '.join(dangling)}")
     return {
         "source": "AReaL docs/en/cli_reference.md",
-        "generated_by": "tools/data/build_areal_schema.py",
+        "generated_by": "tools/config/build_areal_schema.py",
         "root_sections": list(ROOT_SECTIONS),
         "sections": sections,
     }

@@ -28,7 +28,8 @@ from typing import Any
 
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
-from rlmedic.tools.config_rules import EditableText, Problem
+from rlmedic.tools.config.editable import EditableText
+from rlmedic.tools.config.rules import Problem
 
 TRAIN_ENTRIES = ("train_async.py", "train.py")
 _ARRAY_REF = re.compile(r'^"?\$\{(\w+)\[[@*]\]\}"?$')

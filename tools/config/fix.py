@@ -27,15 +27,8 @@ from typing import Any
 
 from rlmedic.confine import Confinement, redact, redact_value, write_new_text
 from rlmedic.errors import UserError
-from rlmedic.tools.config_rules import (
-    Change,
-    LintContext,
-    Problem,
-    Remedy,
-    lint_areal,
-    lint_slime,
-    load_remedies,
-)
+from rlmedic.tools.config.rules import Change, LintContext, Problem, Remedy, load_remedies
+from rlmedic.tools.config.checks import lint_areal, lint_slime
 from rlmedic.types import Finding, severity_rank
 
 FIX_SEVERITIES = ("critical", "error", "warning")
@@ -102,7 +95,7 @@ class FixResult:
 
 
 def detect_framework(path: str, text: str) -> str:
-    from rlmedic.tools.slime_args import looks_like_slime
+    from rlmedic.tools.config.slime import looks_like_slime
 
     suffix = Path(path).suffix.lower()
     if suffix in (".yaml", ".yml"):
@@ -118,10 +111,10 @@ def load_config(path: str | os.PathLike[str], *, confinement: Confinement | None
     text = confinement.read_text(path)
     framework = detect_framework(str(path), text)
     if framework == "slime":
-        from rlmedic.tools.slime_args import parse_slime_launch
+        from rlmedic.tools.config.slime import parse_slime_launch
 
         return framework, parse_slime_launch(text, str(path))
-    from rlmedic.tools.areal_config import parse_areal_config
+    from rlmedic.tools.config.areal import parse_areal_config
 
     return framework, parse_areal_config(text, str(path))
 
@@ -146,14 +139,14 @@ def lint_config(
 
 
 def findings_from_logs(paths: Iterable[str | os.PathLike[str]], *, confinement: Confinement | None = None) -> list[Finding]:
-    """Run the log diagnosis (``rlmedic.tools.diagnose``) and return its findings."""
+    """Run the log diagnosis (``rlmedic.tools.logs.diagnose``) and return its findings."""
     paths = list(paths)
     if not paths:
         return []
     try:
-        from rlmedic.tools.diagnose import diagnose
+        from rlmedic.tools.logs.diagnose import diagnose
     except ImportError as exc:  # pragma: no cover - depends on the build
-        raise UserError("log diagnosis (rlmedic.tools.diagnose) is not available in this installation") from exc
+        raise UserError("log diagnosis (rlmedic.tools.logs.diagnose) is not available in this installation") from exc
     return list(diagnose(paths, confinement=confinement).findings)
 
 
@@ -222,7 +215,7 @@ def _r_concurrent(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 @remedy("rollout-tensor-parallel")
 def _r_rollout_tp(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
-    from rlmedic.tools.areal_config import parse_backend
+    from rlmedic.tools.config.areal import parse_backend
 
     raw = cfg.get(r.key)
     if not isinstance(raw, str):
@@ -240,7 +233,7 @@ def _r_rollout_tp(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 @remedy("lower-mem-fraction")
 def _r_lower_mem_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
-    from rlmedic.tools.areal_config import default_of
+    from rlmedic.tools.config.areal import default_of
 
     value = _num(cfg.get(r.key))
     value = value if value is not None else _num(default_of(r.key, 0.9))
@@ -271,8 +264,8 @@ def _r_grad_ckpt(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 @remedy("ulysses-context-parallel")
 def _r_ulysses(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
-    from rlmedic.tools.areal_config import parse_backend
-    from rlmedic.tools.config_rules import areal_model
+    from rlmedic.tools.config.areal import parse_backend
+    from rlmedic.tools.config.checks import areal_model
 
     raw = cfg.get(r.key)
     model = areal_model(cfg, ctx)
@@ -325,8 +318,8 @@ def _r_worker_mem(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 @remedy("colocated-mem-fraction")
 def _r_colocated_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
-    from rlmedic.tools.areal_config import default_of
-    from rlmedic.tools.config_rules import colocation_report
+    from rlmedic.tools.config.areal import default_of
+    from rlmedic.tools.config.checks import colocation_report
 
     value = _num(cfg.get(r.key))
     value = value if value is not None else _num(default_of(r.key, 0.9))
@@ -343,10 +336,7 @@ def _r_colocated_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change]
 
 @remedy("request-timeouts")
 def _r_timeouts(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
-    from rlmedic.tools.config_rules import (
-        LONG_RUN_REQUEST_RETRIES,
-        LONG_RUN_REQUEST_TIMEOUT,
-    )
+    from rlmedic.tools.config.rules import LONG_RUN_REQUEST_RETRIES, LONG_RUN_REQUEST_TIMEOUT
 
     out = []
     timeout, retries = _num(cfg.get("rollout.request_timeout")), _num(cfg.get("rollout.request_retries"))
@@ -551,7 +541,7 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
 
 
 def _copy_launch(launch: Any) -> Any:
-    from rlmedic.tools.slime_args import SlimeLaunch
+    from rlmedic.tools.config.slime import SlimeLaunch
 
     return SlimeLaunch(path=launch.path, original=launch.original, text=launch.text)
 

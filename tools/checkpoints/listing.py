@@ -30,7 +30,7 @@ from typing import Any
 
 from rlmedic.confine import Confinement, FileEntry, redact_value
 from rlmedic.errors import UserError
-from rlmedic.tools.config_rules import card_citation, doc_citation
+from rlmedic.tools.citations import card_citation, doc_citation
 from rlmedic.types import Citation, Finding
 
 AREAL_STEP_DIR = re.compile(r"^epoch(\d+)epochstep(\d+)globalstep(\d+)$")
@@ -634,7 +634,7 @@ def _areal_differences(report: CheckpointReport, config: Any, ckpt: Checkpoint |
     if isinstance(root, str) and root and "${" not in root and not report.root.startswith(os.path.abspath(root)):
         out.append(f"cluster.fileroot: config has {root!r}, the checkpoints are under {report.root}")
     if ckpt.kind == "areal_recover" and ckpt.ranks:
-        from rlmedic.tools.areal_config import parse_allocation_mode, parse_backend
+        from rlmedic.tools.config.areal import parse_allocation_mode, parse_backend
 
         spec = None
         backend = config.get("actor.backend")

@@ -9,7 +9,7 @@ Formats understood (the scanner hands over only lines containing a metric keywor
 * generic ``key: value`` / ``key=value`` pairs (verl ``step:3 - actor/pg_loss:0.12``).
 
 Which keys feed which series, and the detection thresholds, live in the catalog's
-``metrics`` section (``tools/data/signatures.yaml``). Memory is bounded: each series keeps
+``metrics`` section (``tools/logs/signatures.yaml``). Memory is bounded: each series keeps
 at most :data:`MAX_POINTS` points.
 """
 

@@ -1,0 +1,1 @@
+"""Checkpoints: which exist (AReaL, slime/Megatron, Hugging Face), whether they are intact, how to resume."""
