@@ -142,6 +142,11 @@ class Confinement:
         roots += [_resolve(p) for p in env.split(os.pathsep) if p]
         return cls(roots=roots, max_bytes=max_bytes)
 
+    @classmethod
+    def exactly(cls, paths: Iterable[str | os.PathLike[str]], max_bytes: int = DEFAULT_MAX_BYTES) -> Confinement:
+        """Allow exactly ``paths``, ignoring ``RLMEDIC_ALLOWED_ROOTS`` (a web or Slack session's own folder)."""
+        return cls(roots=[_resolve(p) for p in paths], max_bytes=max_bytes)
+
     def check(self, path: str | os.PathLike[str]) -> Path:
         """Resolve ``path`` and return it if allowed; raise :class:`AccessDenied` if not."""
         resolved = _resolve(path)

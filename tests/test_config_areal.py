@@ -345,10 +345,12 @@ def test_keys_from_a_yaml_merge_are_set_locally() -> None:
 
 
 def test_fix_config_on_a_config_with_merge_keys(tmp_path: Path) -> None:
-    from rlmedic.tools.config.fix import fix_config, lint_config
+    from rlmedic.confine import Confinement
+    from rlmedic.tools.config.fix import fix_config, lint_config, write_corrected
 
     src = tmp_path / "c.yaml"
     src.write_text(MERGED + "train_dataset:\n  max_length: 4096\ngconfig:\n  max_new_tokens: 1024\n")
-    result = fix_config(src, output=tmp_path / "fixed.yaml")
+    result = fix_config(src)
+    write_corrected(src, tmp_path / "fixed.yaml", result.changes, confinement=Confinement.for_paths([src]))
     assert {c.key for c in result.changes} == {"actor.mb_spec.max_tokens_per_mb", "ref.mb_spec.max_tokens_per_mb"}
     assert result.fixed_valid and lint_config(tmp_path / "fixed.yaml").valid

@@ -174,7 +174,12 @@ def test_fix_config_yaml_diff_redacts_neighbouring_keys(tmp_path: Path) -> None:
     result = run("fix-config", src)
     assert "+    max_tokens_per_mb: 5120" in result.stderr
     assert SECRETS["wandb"] not in result.stderr and "wandb_api_key: [REDACTED]" in result.stderr
-    assert SECRETS["wandb"] in result.stdout  # the corrected config itself, for `> fixed.yaml`
+    # the printed corrected config is redacted too; only the -o file keeps the user's own values
+    assert SECRETS["wandb"] not in result.stdout and "wandb_api_key: [REDACTED]" in result.stdout
+    out = tmp_path / "fixed.yaml"
+    written = run("fix-config", src, "-o", out)
+    assert written.exit_code == 0 and SECRETS["wandb"] not in written.output
+    assert f"wandb_api_key: {SECRETS['wandb']}" in out.read_text() and "max_tokens_per_mb: 5120" in out.read_text()
 
 
 def test_fix_config_output_mistakes_are_one_line_exit_2(tmp_path: Path) -> None:

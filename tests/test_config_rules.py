@@ -11,7 +11,8 @@ from rlmedic.errors import UserError
 from rlmedic.knowledge.cards import card_by_id
 from rlmedic.tools.config.rules import LintContext, load_remedies
 from rlmedic.tools.config.checks import load_rules
-from rlmedic.tools.config.fix import fix_config, lint_config
+from rlmedic.confine import Confinement
+from rlmedic.tools.config.fix import fix_config, lint_config, write_corrected
 from rlmedic.tools.gpu.snapshot import load_snapshot
 from rlmedic.types import Finding
 
@@ -122,8 +123,8 @@ def test_rule_caught_and_fixed(path: Path, rule: str, options: dict, key: str, n
     assert caught[0].citation is not None and caught[0].fixable
 
     out = tmp_path / ("fixed" + path.suffix)
-    result = fix_config(path, output=out, **opts)
-    assert result.output == str(out)
+    result = fix_config(path, **opts)
+    assert write_corrected(path, out, result.changes, confinement=Confinement.for_paths([path])) == out
     assert any(c.rule == rule for c in result.changes)
     for change in result.changes:
         assert change.reason and change.citation is not None
@@ -161,7 +162,7 @@ def test_advisory_rules_are_reported_without_an_automatic_change(path: Path, rul
 def test_upstream_typo_is_migrated_to_rejection_sampling(tmp_path: Path) -> None:
     src = SHARED / "corpus" / "areal-configs" / "scaffolding" / "gsm8k_rlvr_scaffolding.yaml"
     before = fingerprint(src)
-    result = fix_config(src, output=tmp_path / "fixed.yaml")
+    result = fix_config(src)
     assert [(c.op, c.key, c.new) for c in result.changes] == [
         ("set", "actor.rejection_sampling.upper", 5.0),
         ("set", "actor.rejection_sampling.metric", "ratio"),
@@ -283,22 +284,24 @@ def test_output_never_overwrites_the_input(tmp_path: Path) -> None:
     src = tmp_path / "c.yaml"
     shutil.copy(AREAL / "mb_tokens.yaml", src)
     before = fingerprint(src)
+    changes = fix_config(src).changes
+    allow = Confinement.for_paths([src])
     with pytest.raises(UserError, match="input file"):
-        fix_config(src, output=src)
+        write_corrected(src, src, changes, confinement=allow)
     link = tmp_path / "link.yaml"
     link.symlink_to(src)
     with pytest.raises(UserError, match="input file"):
-        fix_config(src, output=link)
+        write_corrected(src, link, changes, confinement=allow)
     hard = tmp_path / "hard.yaml"
     hard.hardlink_to(src)
     with pytest.raises(UserError, match="input file"):
-        fix_config(src, output=hard, force=True)
+        write_corrected(src, hard, changes, confinement=allow, force=True)
     existing = tmp_path / "out.yaml"
     existing.write_text("keep me\n")
     with pytest.raises(UserError, match="already exists"):
-        fix_config(src, output=existing)
+        write_corrected(src, existing, changes, confinement=allow)
     assert existing.read_text() == "keep me\n"
-    fix_config(src, output=existing, force=True)
+    write_corrected(src, existing, changes, confinement=allow, force=True)
     assert "max_tokens_per_mb: 2048" in existing.read_text()
     assert fingerprint(src) == before
 

@@ -54,6 +54,16 @@ def _root(
     """rlmedic: the troubleshooting agent for RL training of LLMs."""
 
 
+def run_tool(name: str, arguments: dict[str, Any], roots: list[Any], **context: Any) -> Any:
+    """Run a registry tool for the CLI: the roots are the paths the user typed (plus
+    ``RLMEDIC_ALLOWED_ROOTS``); a user error becomes one line and exit 2, a bug keeps its
+    traceback. Returns the tool's (redacted) result object."""
+    from rlmedic.registry import REGISTRY, ToolContext
+
+    ctx = ToolContext.for_roots([str(r) for r in roots if r is not None], **context)
+    return REGISTRY.call(name, arguments, ctx, catch_bugs=False).unwrap()
+
+
 def print_json(data: Any) -> None:
     """Machine output: one JSON document on stdout."""
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")

@@ -22,19 +22,11 @@ def checkpoints(
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """List checkpoints with steps, times and sizes; check integrity; print the exact resume command."""
-    from rlmedic.confine import Confinement
-    from rlmedic.tools.checkpoints.listing import list_checkpoints, recovery_plan
-    from rlmedic.ui.cli import print_json
+    from rlmedic.ui.cli import print_json, run_tool
 
-    confinement = Confinement.for_paths([root] + ([config] if config else []))
-    report = list_checkpoints(root, experiment_name=experiment_name, trial_name=trial_name, before_step=before_step,
-                              confinement=confinement)
-    parsed = None
-    if config is not None:
-        from rlmedic.tools.config.fix import load_config
-
-        _framework, parsed = load_config(config, confinement=confinement)
-    recovery_plan(report, config=parsed)
+    report = run_tool("list_checkpoints", {"root": str(root), "experiment_name": experiment_name, "trial_name": trial_name,
+                                           "before_step": before_step, "config": str(config) if config else None},
+                      roots=[root, config])
     if json_out:
         print_json(report.to_dict())
         return
@@ -54,8 +46,6 @@ def _time(ts: float) -> str:
 
 
 def render(report: Any) -> str:
-    from rlmedic.confine import redact
-
     lines = [f"{report.root}: {report.layout} layout, {len(report.checkpoints)} checkpoint(s)"
              + (f", {len(report.selected())} before step {report.before_step}" if report.before_step is not None else "")]
     if report.tracker_iteration is not None:
@@ -89,4 +79,4 @@ def render(report: Any) -> str:
             lines.append(f"  DIFFERS: {diff}")
         if plan.citations:
             lines.append("  sources: " + "; ".join(str(c) for c in plan.citations))
-    return redact("\n".join(lines))  # the plan quotes config values (fileroot URLs, names)
+    return "\n".join(lines)  # the registry redacted the report (the plan quotes config values)

@@ -17,14 +17,6 @@ SNAPSHOT_HELP = "A GPU snapshot (rlmedic gpu --save F) for the hardware checks: 
 SPOT_HELP = "The run uses spot/preemptible machines: recovery settings become errors."
 
 
-def _snapshot(path: Optional[Path]) -> Any:
-    if path is None:
-        return None
-    from rlmedic.tools.gpu.snapshot import load_snapshot
-
-    return load_snapshot(path)
-
-
 def lint_config(
     config: Path = typer.Argument(..., metavar="CONFIG", help="AReaL YAML config, or slime run script / argument file."),
     snapshot: Optional[Path] = typer.Option(None, "--snapshot", help=SNAPSHOT_HELP),
@@ -32,10 +24,10 @@ def lint_config(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Check a config against AReaL's schema and the seed rules; changes nothing. Exit 1 when errors are found."""
-    from rlmedic.tools.config.fix import lint_config as run_lint
-    from rlmedic.ui.cli import print_json
+    from rlmedic.ui.cli import print_json, run_tool
 
-    result = run_lint(config, snapshot=_snapshot(snapshot), spot=spot)
+    result = run_tool("lint_config", {"config": str(config), "snapshot": str(snapshot) if snapshot else None, "spot": spot},
+                      roots=[config, snapshot])
     if json_out:
         print_json(result.to_dict())
     else:
@@ -55,17 +47,22 @@ def fix_config(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Produce the corrected config: each change with old and new value, reason and citation, plus a unified diff."""
-    from rlmedic.tools.config.fix import fix_config as run_fix
-    from rlmedic.ui.cli import print_json
+    from rlmedic.confine import Confinement
+    from rlmedic.tools.config.fix import write_corrected
+    from rlmedic.ui.cli import print_json, run_tool
 
-    result = run_fix(config, log_paths=log or [], snapshot=_snapshot(snapshot), spot=spot, fileroot=fileroot,
-                     output=output, force=force)
+    logs = [str(p) for p in log or []]
+    result = run_tool("fix_config", {"config": str(config), "logs": logs, "snapshot": str(snapshot) if snapshot else None,
+                                     "spot": spot, "fileroot": fileroot}, roots=[config, snapshot, *logs])
+    if output is not None:  # the front door writes; the file keeps the user's own values
+        result.output = str(write_corrected(config, output, result.changes, confinement=Confinement.for_paths([config]),
+                                            force=force))
     if json_out:
         print_json(result.to_dict())
         return
     typer.echo(render_fix(result), err=output is None)
     if output is None:
-        typer.echo(result.text, nl=False)
+        typer.echo(result.text, nl=False)  # redacted by the registry: secrets stay out of terminals and pipes
 
 
 def _cite(c: Any) -> str:
@@ -73,8 +70,6 @@ def _cite(c: Any) -> str:
 
 
 def render_problems(path: str, framework: str, problems: list[Any]) -> str:
-    from rlmedic.confine import redact
-
     if not problems:
         return f"{path} ({framework}): no problems found"
     counts: dict[str, int] = {}
@@ -87,12 +82,10 @@ def render_problems(path: str, framework: str, problems: list[Any]) -> str:
         lines.append(f"  {p.severity:<7} {path}{where} {p.message}{fix}")
         if p.citation:
             lines.append(f"          see {p.citation}")
-    return redact("\n".join(lines))  # values quoted in messages may hold secrets
+    return "\n".join(lines)  # the registry redacted the problems
 
 
 def render_fix(result: Any) -> str:
-    from rlmedic.confine import redact
-
     lines = []
     if result.phases:
         lines.append(f"failure phase(s) from the log: {', '.join(result.phases)}")
@@ -124,4 +117,4 @@ def render_fix(result: Any) -> str:
         lines.append(result.diff.rstrip("\n"))
     if result.output:
         lines.append(f"\nwrote {result.output} (the input is unchanged)")
-    return redact("\n".join(lines))  # old/new values and reasons may hold secrets
+    return "\n".join(lines)  # the registry redacted values, reasons and the diff

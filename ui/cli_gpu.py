@@ -18,20 +18,17 @@ def gpu(
     save: Optional[Path] = typer.Option(None, "--save", help="Also write the snapshot as JSON to this new file (paste it from the cluster)."),
 ) -> None:
     """GPU state: memory, utilisation, temperature, ECC, clocks, and the processes holding memory (leftovers flagged)."""
-    from rlmedic.tools.gpu.snapshot import gpu_snapshot, load_snapshot, save_snapshot
-    from rlmedic.tools.gpu.advice import gpu_advice
-    from rlmedic.ui.cli import print_json
+    from rlmedic.tools.gpu.snapshot import save_snapshot
+    from rlmedic.ui.cli import print_json, run_tool
 
-    snap = load_snapshot(snapshot) if snapshot else gpu_snapshot()
-    saved = save_snapshot(snap, save) if save else None
-    advice = gpu_advice(snap)
+    report = run_tool("gpu_status", {"snapshot": str(snapshot) if snapshot else None}, roots=[snapshot])
+    saved = save_snapshot(report.snapshot, save) if save else None
     if json_out:
-        data = snap.to_dict()
-        data["advice"] = [a.to_dict() for a in advice]
+        data = report.to_dict()
         data["saved_to"] = str(saved) if saved else None
         print_json(data)
         return
-    typer.echo(render(snap, advice))
+    typer.echo(render(report.snapshot, report.advice))
     if saved:
         typer.echo(f"\nsnapshot saved to {saved}")
 

@@ -52,12 +52,11 @@ def search(
 ) -> None:
     """Hybrid search (dense + BM25) over the indexed docs and the playbook cards."""
     from rlmedic.errors import UserError
-    from rlmedic.knowledge.index import KnowledgeBase
-    from rlmedic.ui.cli import print_json
+    from rlmedic.ui.cli import print_json, run_tool
 
     if kind not in (None, "doc", "card"):
         raise UserError(f"--kind must be 'doc' or 'card', not {kind!r}")
-    results = KnowledgeBase(index_dir).search(query, k, kind=kind)
+    results = run_tool("search_docs", {"query": query, "k": k, "kind": kind}, roots=[], index_dir=index_dir)
     if json_out:
         print_json({"results": [r.to_dict() for r in results]})
         return

@@ -126,13 +126,11 @@ def register(app: typer.Typer) -> None:
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every fix and finding."),
     ) -> None:
         """Find the root cause in AReaL / slime training logs, with its line and the fix."""
-        from rlmedic.tools.logs.diagnose import diagnose
         from rlmedic.types import severity_rank
+        from rlmedic.ui.cli import print_json, run_tool
 
-        diagnosis = diagnose([str(p) for p in paths])
+        diagnosis = run_tool("diagnose", {"paths": [str(p) for p in paths]}, roots=paths)
         if as_json:
-            from rlmedic.ui.cli import print_json
-
             print_json(diagnosis.to_dict())
         else:
             click.echo(render(diagnosis, verbose=verbose))
@@ -147,6 +145,6 @@ def register(app: typer.Typer) -> None:
         max_lines: int = typer.Option(120, "--max-lines", min=10, help="Line budget of the excerpt."),
     ) -> None:
         """Print the most relevant lines of a log (around the root error, repeats collapsed), redacted."""
-        from rlmedic.tools.logs.excerpt import build_excerpt
+        from rlmedic.ui.cli import run_tool
 
-        click.echo(build_excerpt([str(p) for p in paths], max_lines=max_lines))
+        click.echo(run_tool("excerpt", {"paths": [str(p) for p in paths], "max_lines": max_lines}, roots=paths))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlmedic.confine import Confinement, redact, redact_value, write_new_text
+from rlmedic.confine import REDACTED, Confinement, redact, redact_value, write_new_text
 from rlmedic.errors import UserError
 from rlmedic.tools.config.rules import Change, LintContext, Problem, Remedy, load_remedies
 from rlmedic.tools.config.checks import lint_areal, lint_slime
@@ -554,24 +554,41 @@ def fix_config(
     snapshot: Any = None,
     spot: bool = False,
     fileroot: str = "",
-    output: str | os.PathLike[str] | None = None,
-    force: bool = False,
     confinement: Confinement | None = None,
 ) -> FixResult:
-    """Lint ``path``, choose changes (log findings and hardware included), write the corrected copy to ``output``.
+    """Lint ``path`` and choose changes (log findings and hardware included); return the corrected copy.
 
-    The input file is opened read-only; ``output`` must not be the input (nor a link
-    to it) and must not exist unless ``force``.
+    Reads only: the input is opened read-only and nothing is written. Writing the
+    corrected file is a front-door action (:func:`write_corrected`, the CLI's ``-o``).
     """
     log_paths = list(log_paths)
     confinement = confinement or Confinement.for_paths([path, *log_paths])
     framework, config = load_config(path, confinement=confinement)
     all_findings = list(findings) + findings_from_logs(log_paths, confinement=confinement)
     ctx = LintContext(snapshot=snapshot, findings=all_findings, spot=spot, fileroot=fileroot, confinement=confinement)
-    result = fix_parsed(framework, config, ctx)
-    if output is not None:
-        result.output = str(write_output(path, output, result.text, force=force))
-    return result
+    return fix_parsed(framework, config, ctx)
+
+
+def corrected_text(path: str | os.PathLike[str], changes: list[Change], *, confinement: Confinement) -> str:
+    """The corrected config with the user's own values (secrets included): ``changes`` re-applied to the input.
+
+    Tool results are redacted for every consumer; only the file the user asked for
+    (``-o``) keeps the original text, so it is rebuilt here from the input and the
+    applied changes.
+    """
+    framework, config = load_config(path, confinement=confinement)
+    work = config.copy() if framework == "areal" else _copy_launch(config)
+    for change in changes:
+        if REDACTED in str(change.new):
+            raise UserError(f"{change.key}: the new value is a redacted secret; apply this change by hand")
+    apply_changes(framework, work, changes)
+    return work.dump()
+
+
+def write_corrected(source: str | os.PathLike[str], output: str | os.PathLike[str], changes: list[Change], *,
+                    confinement: Confinement, force: bool = False) -> Path:
+    """Front-door action: write the corrected config to a new file (never the input, also through links)."""
+    return write_output(source, output, corrected_text(source, changes, confinement=confinement), force=force)
 
 
 def write_output(source: str | os.PathLike[str], output: str | os.PathLike[str], text: str, *, force: bool = False) -> Path:

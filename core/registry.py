@@ -1,0 +1,331 @@
+"""One tool registry for every front door: CLI, agent, MCP, web, Slack.
+
+A tool is a plain typed function ``fn(ctx: ToolContext, **params) -> result``, registered
+once with :func:`tool`. Its docstring becomes the description a model reads, its typed
+parameters become the JSON schema (``ctx`` never appears there). Front doors build the
+:class:`ToolContext` (which paths may be read, how long the call may take) and call
+:meth:`Registry.call`, which validates the arguments, runs the tool and passes the result
+through **one** redaction step before anyone sees it: the result object itself, its JSON
+form and the bounded text a model gets are all redacted here.
+
+Tools never widen their own roots and never write: a path outside ``ctx.confinement`` is
+refused with a message the caller (or model) can read.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import json
+import os
+import threading
+import time
+import typing
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlmedic.confine import Confinement, redact, redact_value
+from rlmedic.errors import UserError
+
+#: Characters of tool output a model sees per call (the CLI and JSON get everything).
+DEFAULT_MAX_TEXT_CHARS = 4000
+
+#: The module whose import registers the built-in tools (imported on first use).
+BUILTIN_TOOLS = "rlmedic.tools.toolset"
+
+
+class ToolTimeout(UserError):
+    """The context's deadline passed or the caller cancelled the request."""
+
+
+@dataclass
+class ToolContext:
+    """What a front door allows one request: readable roots, a deadline, output bounds.
+
+    Built by the front door (CLI from the paths the user typed, web from the session's
+    upload folder, Slack from its download folder, the agent from the conversation's
+    attachments); never part of a tool's schema, so a model cannot change it.
+    """
+
+    confinement: Confinement
+    deadline: float | None = None  # time.monotonic() after which tools stop
+    cancel: threading.Event | None = None
+    max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
+    index_dir: Path | None = None
+    _knowledge: Any = field(default=None, repr=False)
+
+    @classmethod
+    def for_roots(
+        cls,
+        roots: Iterable[str | os.PathLike[str]],
+        *,
+        env_roots: bool = True,
+        deadline_s: float | None = None,
+        index_dir: str | os.PathLike[str] | None = None,
+        cancel: threading.Event | None = None,
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+    ) -> ToolContext:
+        """A context that may read exactly ``roots`` (plus ``RLMEDIC_ALLOWED_ROOTS`` when ``env_roots``)."""
+        confinement = Confinement.for_paths(roots) if env_roots else Confinement.exactly(roots)
+        return cls(
+            confinement=confinement,
+            deadline=None if deadline_s is None else time.monotonic() + deadline_s,
+            cancel=cancel,
+            max_text_chars=max_text_chars,
+            index_dir=Path(index_dir) if index_dir else None,
+        )
+
+    def check_time(self) -> None:
+        """Raise :class:`ToolTimeout` when the request was cancelled or ran out of time."""
+        if self.cancel is not None and self.cancel.is_set():
+            raise ToolTimeout("cancelled")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise ToolTimeout("the request ran out of time")
+
+    def knowledge(self) -> Any:
+        """The knowledge base (opened on first use; it loads the embedding model lazily)."""
+        if self._knowledge is None:
+            from rlmedic.knowledge.index import KnowledgeBase
+
+            self._knowledge = KnowledgeBase(self.index_dir)
+        return self._knowledge
+
+
+@dataclass
+class ToolResult:
+    """A tool call's outcome, already redacted.
+
+    ``value`` is the tool's result object (for renderers that want the types), ``data``
+    its JSON form, ``text`` the bounded form for a model, ``error`` one line when
+    ``ok`` is false.
+    """
+
+    name: str
+    ok: bool
+    value: Any = None
+    data: Any = None
+    text: str = ""
+    error: str = ""
+    seconds: float = 0.0
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def unwrap(self) -> Any:
+        """The value, or the tool's error raised as a :class:`UserError` (for the CLI: one line, exit 2)."""
+        if not self.ok:
+            raise UserError(self.error)
+        return self.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "arguments": self.arguments, "data": self.data,
+                "error": self.error or None, "seconds": round(self.seconds, 3)}
+
+
+@dataclass
+class Tool:
+    """A registered tool: the function, its description, its parameter model and text renderer."""
+
+    name: str
+    fn: Callable[..., Any]
+    description: str
+    params: type  # a pydantic model of the parameters (ctx excluded)
+    render: Callable[[Any], str] | None = None
+
+    @property
+    def summary(self) -> str:
+        """The first sentence-paragraph of the description."""
+        return self.description.split("\n\n", 1)[0].strip()
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """JSON schema of the parameters, as a model or an MCP client receives it."""
+        schema = self.params.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return schema
+
+
+class Registry:
+    """The set of tools; :data:`REGISTRY` holds the built-in ones."""
+
+    def __init__(self, builtin_module: str | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._builtin_module = builtin_module
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ registration
+
+    def register(self, fn: Callable[..., Any], *, name: str | None = None,
+                 render: Callable[[Any], str] | None = None) -> Tool:
+        tool_name = name or fn.__name__
+        if tool_name in self._tools:
+            raise ValueError(f"tool {tool_name!r} is registered twice")
+        description = inspect.cleandoc(fn.__doc__ or "")
+        if not description:
+            raise ValueError(f"tool {tool_name!r} needs a docstring: it is the description a model reads")
+        entry = Tool(name=tool_name, fn=fn, description=description, params=_params_model(fn, tool_name), render=render)
+        self._tools[tool_name] = entry
+        return entry
+
+    def _load(self) -> None:
+        if self._builtin_module:
+            with self._lock:
+                module, self._builtin_module = self._builtin_module, None
+                if module:
+                    import importlib
+
+                    importlib.import_module(module)
+
+    def tools(self) -> list[Tool]:
+        self._load()
+        return list(self._tools.values())
+
+    def get(self, name: str) -> Tool | None:
+        self._load()
+        return self._tools.get(name)
+
+    # ------------------------------------------------------------------ calls
+
+    def call(self, name: str, arguments: dict[str, Any] | None, ctx: ToolContext, *, catch_bugs: bool = True) -> ToolResult:
+        """Validate ``arguments``, run the tool inside ``ctx``, redact everything it returns.
+
+        User errors (a path outside the roots, a missing file, bad arguments, an unknown
+        tool) come back as ``ok=False`` with one readable line. With ``catch_bugs`` (the
+        default, for models and servers) any other exception does too; the CLI passes
+        ``catch_bugs=False`` so a bug keeps its traceback.
+        """
+        started = time.monotonic()
+        arguments = dict(arguments or {})
+        shown_args = redact_value(arguments)
+        entry = self.get(name)
+        if entry is None:
+            known = ", ".join(sorted(self._tools))
+            return ToolResult(name, False, error=f"unknown tool {name!r}; the tools are: {known}", arguments=shown_args)
+        try:
+            params = entry.params.model_validate(arguments)
+        except Exception as exc:  # pydantic.ValidationError
+            return ToolResult(name, False, error=redact(_validation_message(name, exc)), arguments=shown_args,
+                              seconds=time.monotonic() - started)
+        try:
+            ctx.check_time()
+            value = entry.fn(ctx, **{k: getattr(params, k) for k in type(params).model_fields})
+        except UserError as exc:
+            return ToolResult(name, False, error=redact(str(exc)), arguments=shown_args, seconds=time.monotonic() - started)
+        except Exception as exc:
+            if not catch_bugs:
+                raise
+            return ToolResult(name, False, error=redact(f"internal error in {name}: {type(exc).__name__}: {exc}"),
+                              arguments=shown_args, seconds=time.monotonic() - started)
+        value = redact_object(value)
+        data = redact_value(to_jsonable(value))
+        text = bounded(redact(entry.render(value) if entry.render else _default_text(data)), ctx.max_text_chars)
+        return ToolResult(name, True, value=value, data=data, text=text, arguments=shown_args,
+                          seconds=time.monotonic() - started)
+
+
+REGISTRY = Registry(BUILTIN_TOOLS)
+
+
+def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
+         render: Callable[[Any], str] | None = None) -> Any:
+    """Register ``fn`` in :data:`REGISTRY` (``@tool`` or ``@tool(render=...)``); returns ``fn`` unchanged."""
+
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+        REGISTRY.register(f, name=name, render=render)
+        return f
+
+    return wrap(fn) if fn is not None else wrap
+
+
+# ---------------------------------------------------------------------- schema
+
+
+def _params_model(fn: Callable[..., Any], tool_name: str) -> type:
+    """A pydantic model of ``fn``'s parameters after ``ctx`` (types and defaults from the signature)."""
+    from pydantic import ConfigDict, create_model
+
+    hints = typing.get_type_hints(fn, include_extras=True)
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    if not params or params[0].name != "ctx":
+        raise ValueError(f"tool {tool_name!r}: the first parameter must be ctx: ToolContext")
+    fields: dict[str, Any] = {}
+    for p in params[1:]:
+        if p.name not in hints:
+            raise ValueError(f"tool {tool_name!r}: parameter {p.name!r} needs a type")
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (hints[p.name], default)
+    model_name = "".join(part.title() for part in tool_name.split("_")) + "Params"
+    return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def _validation_message(name: str, exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return f"{name}: bad arguments: {exc}"
+    parts = []
+    for err in errors()[:5]:
+        where = ".".join(str(x) for x in err.get("loc", ())) or "arguments"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return f"{name}: bad arguments: " + "; ".join(parts)
+
+
+# ---------------------------------------------------------------------- redaction and forms
+
+
+def redact_object(value: Any, _depth: int = 0) -> Any:
+    """A copy of ``value`` with every string inside redacted (dataclasses, pydantic models, containers)."""
+    if _depth > 50:
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, (bytes, bytearray, int, float, bool, type(None), Path)):
+        return value
+    if isinstance(value, dict):
+        return {k: redact_object(v, _depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_object(v, _depth + 1) for v in value]
+    if isinstance(value, tuple):
+        items = [redact_object(v, _depth + 1) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    model_fields = getattr(type(value), "model_fields", None)
+    if isinstance(model_fields, dict):  # pydantic v2 model
+        return value.model_copy(update={k: redact_object(getattr(value, k), _depth + 1) for k in model_fields})
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        clone = copy.copy(value)
+        for f in dataclasses.fields(value):
+            object.__setattr__(clone, f.name, redact_object(getattr(value, f.name), _depth + 1))
+        return clone
+    return value
+
+
+def to_jsonable(value: Any) -> Any:
+    """The JSON form of a tool result: its ``to_dict()``, a pydantic dump, a dataclass, or itself."""
+    if hasattr(value, "to_dict") and callable(value.to_dict):
+        return value.to_dict()
+    if hasattr(value, "model_dump") and callable(value.model_dump):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, list):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _default_text(data: Any) -> str:
+    if isinstance(data, str):
+        return data
+    return json.dumps(data, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with a note saying how much was left out (redact first)."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    note = f"\n[... {len(text) - limit} more characters not shown]"
+    return text[: max(0, limit - len(note))] + note
