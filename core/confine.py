@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,11 +166,23 @@ class Confinement:
             raise UserError(f"{path}: no such file or directory")
         return resolved
 
+    def regular_file(self, path: str | os.PathLike[str]) -> Path:
+        """The resolved path of an allowed regular file; a directory, FIFO, socket or device is refused
+        before anything opens it (opening a FIFO blocks forever, a device never ends)."""
+        resolved = self.existing(path)
+        try:
+            mode = resolved.stat().st_mode
+        except OSError as exc:
+            raise UserError(f"{path}: cannot access ({_why(exc)})") from exc
+        if stat.S_ISDIR(mode):
+            raise UserError(f"{path}: is a directory, expected a file")
+        if not stat.S_ISREG(mode):
+            raise UserError(f"{path}: not a regular file (a pipe, socket or device); save it to a file first")
+        return resolved
+
     def read_bytes(self, path: str | os.PathLike[str], max_bytes: int | None = None) -> bytes:
         """Read at most ``max_bytes`` (default: the cap) from an allowed file."""
-        resolved = self.existing(path)
-        if resolved.is_dir():
-            raise UserError(f"{path}: is a directory, expected a file")
+        resolved = self.regular_file(path)
         limit = self.max_bytes if max_bytes is None else min(max_bytes, self.max_bytes)
         try:
             with open(resolved, "rb") as fh:
@@ -179,9 +192,7 @@ class Confinement:
 
     def open_binary(self, path: str | os.PathLike[str]) -> BinaryIO:
         """Open an allowed regular file for streaming reads (the caller caps how much it reads)."""
-        resolved = self.existing(path)
-        if resolved.is_dir():
-            raise UserError(f"{path}: is a directory, expected a file")
+        resolved = self.regular_file(path)
         try:
             return open(resolved, "rb")  # noqa: SIM115 - the caller closes it
         except OSError as exc:

@@ -76,6 +76,7 @@ COMMAND_MODULES = (
     "rlmedic.ui.cli_gpu",
     "rlmedic.ui.cli_checkpoints",
     "rlmedic.ui.cli_config",
+    "rlmedic.ui.cli_mcp",
 )
 
 
