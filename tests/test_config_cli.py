@@ -55,18 +55,13 @@ def test_fix_config_json_contract(tmp_path: Path) -> None:
     assert set(data) >= {"valid", "problems", "changes", "output"}
     assert data["valid"] is False and data["fixed_valid"] is True
     assert data["output"] == str(out)
-    assert data["changes"] == [
-        {
-            "key": "cluster.fileroot",
-            "old": "./outputs/grpo",
-            "new": "/workspace/outputs/grpo",
-            "reason": data["changes"][0]["reason"],
-            "citation": data["changes"][0]["citation"],
-            "citations": data["changes"][0]["citations"],
-            "rule": "areal-fileroot-absolute",
-            "op": "set",
-        }
-    ]
+    assert len(data["changes"]) == 1
+    change = data["changes"][0]
+    assert {k: change[k] for k in ("key", "old", "new", "rule", "op")} == {
+        "key": "cluster.fileroot", "old": "./outputs/grpo", "new": "/workspace/outputs/grpo",
+        "rule": "areal-fileroot-absolute", "op": "set",
+    }
+    assert "persistent" in change["reason"] and change["citations"] and change["citations"][0] == change["citation"]
     assert data["changes"][0]["citation"].startswith("card:checkpoints-not-on-persistent-volume")
     assert "+  fileroot: /workspace/outputs/grpo" in data["diff"]
     assert "fileroot: /workspace/outputs/grpo" in out.read_text()
