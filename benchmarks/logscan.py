@@ -203,9 +203,10 @@ def ere_patterns() -> list[str]:
 
 _RLMEDIC_RUN = """
 import json, resource, sys, time
+from rlmedic.confine import Confinement
 from rlmedic.tools.logs.diagnose import diagnose
 t = time.perf_counter()
-d = diagnose([sys.argv[1]], engine=sys.argv[2])
+d = diagnose([sys.argv[1]], engine=sys.argv[2], confinement=Confinement.for_paths([sys.argv[1]]))
 dt = time.perf_counter() - t
 root = d.root_finding
 print(json.dumps({"seconds": dt, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -39,3 +39,14 @@ def shared() -> Path:
     if not SHARED.is_dir():
         pytest.fail(f"{SHARED} is missing: tests need ../shared beside the repo")
     return SHARED
+
+
+def _anywhere():
+    from rlmedic.confine import Confinement
+
+    return Confinement(roots=[Path("/")])
+
+
+#: The confinement of a trusted caller (a unit test): every path may be read. Tools never
+#: build one themselves; front doors pass the user's roots (see tests/test_registry.py).
+ANYWHERE = _anywhere()

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from conftest import ANYWHERE, SHARED
 from rlmedic.errors import UserError
 from rlmedic.tools.config.areal import (
     check_schema,
@@ -30,7 +30,7 @@ def test_upstream_corpus_is_there() -> None:
 @pytest.mark.parametrize("path", UPSTREAM_CONFIGS, ids=lambda p: str(p.relative_to(UPSTREAM)))
 def test_upstream_configs_parse_lint_and_round_trip(path: Path) -> None:
     original = path.read_bytes()
-    config = load_areal_config(path)
+    config = load_areal_config(path, confinement=ANYWHERE)
     problems = lint_areal(config, LintContext())
     assert all(p.severity in ("critical", "error", "warning", "info") for p in problems)
     assert all(p.citation is not None for p in problems)
@@ -43,12 +43,12 @@ def test_upstream_configs_parse_lint_and_round_trip(path: Path) -> None:
 def test_ruamel_emitter_round_trips_the_canonical_example() -> None:
     """The round-trip dumper (used as a fallback) keeps comments, order, quotes and nulls."""
     path = UPSTREAM / "math" / "gsm8k_grpo.yaml"
-    assert roundtrip_dump(load_areal_config(path)) == path.read_text()
+    assert roundtrip_dump(load_areal_config(path, confinement=ANYWHERE)) == path.read_text()
 
 
 def test_upstream_typo_found_with_the_right_suggestion() -> None:
     """scaffolding/*.yaml misspell behave_imp_weight_cap (itself replaced by rejection_sampling)."""
-    config = load_areal_config(UPSTREAM / "scaffolding" / "gsm8k_rlvr_scaffolding.yaml")
+    config = load_areal_config(UPSTREAM / "scaffolding" / "gsm8k_rlvr_scaffolding.yaml", confinement=ANYWHERE)
     typos = [p for p in check_schema(config) if p.rule == "schema-typo"]
     assert [(p.key, p.suggestion, p.severity) for p in typos] == [
         ("actor.behav_imp_weight_cap", "behave_imp_weight_cap", "error")
@@ -59,13 +59,13 @@ def test_upstream_typo_found_with_the_right_suggestion() -> None:
 
 def test_custom_sections_are_not_typos() -> None:
     """tau2's econfig is one letter from gconfig but shares none of its fields: a custom section."""
-    config = load_areal_config(UPSTREAM / "tau2" / "config_8b_airline.yaml")
+    config = load_areal_config(UPSTREAM / "tau2" / "config_8b_airline.yaml", confinement=ANYWHERE)
     econfig = [p for p in check_schema(config) if p.key == "econfig"]
     assert econfig and econfig[0].rule == "schema-unknown" and econfig[0].severity == "info"
 
 
 def test_removed_option_points_at_its_replacement() -> None:
-    config = load_areal_config(UPSTREAM / "math" / "gsm8k_grpo_megatron_lora.yaml")
+    config = load_areal_config(UPSTREAM / "math" / "gsm8k_grpo_megatron_lora.yaml", confinement=ANYWHERE)
     removed = [p for p in check_schema(config) if p.rule == "schema-removed"]
     assert [p.key for p in removed] == ["actor.behave_imp_weight_cap"]
     assert "actor.rejection_sampling" in removed[0].message
@@ -73,7 +73,7 @@ def test_removed_option_points_at_its_replacement() -> None:
 
 def test_upstream_config_with_a_too_small_micro_batch() -> None:
     """search_scaffolding.yaml: max_length 8192 + max_new_tokens 2048 > max_tokens_per_mb 8192."""
-    config = load_areal_config(UPSTREAM / "scaffolding" / "search_scaffolding.yaml")
+    config = load_areal_config(UPSTREAM / "scaffolding" / "search_scaffolding.yaml", confinement=ANYWHERE)
     found = {p.key for p in lint_areal(config) if p.rule == "areal-mb-tokens-cover-sequence"}
     assert found == {"actor.mb_spec.max_tokens_per_mb", "ref.mb_spec.max_tokens_per_mb"}
 
@@ -283,7 +283,7 @@ def test_load_reads_through_confinement(tmp_path: Path) -> None:
     path.write_text("trial_name: t\n")
     with pytest.raises(AccessDenied):
         load_areal_config(path, confinement=Confinement(roots=[tmp_path / "elsewhere"]))
-    assert load_areal_config(path).get("trial_name") == "t"
+    assert load_areal_config(path, confinement=ANYWHERE).get("trial_name") == "t"
 
 
 def test_roundtrip_dump_is_yaml() -> None:
@@ -350,7 +350,7 @@ def test_fix_config_on_a_config_with_merge_keys(tmp_path: Path) -> None:
 
     src = tmp_path / "c.yaml"
     src.write_text(MERGED + "train_dataset:\n  max_length: 4096\ngconfig:\n  max_new_tokens: 1024\n")
-    result = fix_config(src)
+    result = fix_config(src, confinement=ANYWHERE)
     write_corrected(src, tmp_path / "fixed.yaml", result.changes, confinement=Confinement.for_paths([src]))
     assert {c.key for c in result.changes} == {"actor.mb_spec.max_tokens_per_mb", "ref.mb_spec.max_tokens_per_mb"}
-    assert result.fixed_valid and lint_config(tmp_path / "fixed.yaml").valid
+    assert result.fixed_valid and lint_config(tmp_path / "fixed.yaml", confinement=ANYWHERE).valid

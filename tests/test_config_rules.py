@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, SHARED
+from conftest import ANYWHERE, FIXTURES, SHARED
 from rlmedic.errors import UserError
 from rlmedic.knowledge.cards import card_by_id
 from rlmedic.tools.config.rules import LintContext, load_remedies
@@ -60,7 +60,7 @@ FIXED = [
 def _options(options: dict) -> dict:
     out = dict(options)
     if "snapshot" in out:
-        out["snapshot"] = load_snapshot(GPU / f"{out['snapshot']}.json")
+        out["snapshot"] = load_snapshot(GPU / f"{out['snapshot']}.json", confinement=ANYWHERE)
     return out
 
 
@@ -109,7 +109,7 @@ def test_rules_table_is_valid_and_cites_existing_cards() -> None:
 
 def test_base_configs_are_clean() -> None:
     for path in (AREAL / "base.yaml", SLIME / "base.sh", SLIME / "args.txt"):
-        result = lint_config(path, spot=True)
+        result = lint_config(path, spot=True, confinement=ANYWHERE)
         assert [p.to_dict() for p in result.problems] == [], path
 
 
@@ -117,13 +117,13 @@ def test_base_configs_are_clean() -> None:
 def test_rule_caught_and_fixed(path: Path, rule: str, options: dict, key: str, new, tmp_path: Path) -> None:
     before = fingerprint(path)
     opts = _options(options)
-    lint = lint_config(path, snapshot=opts.get("snapshot"), spot=opts.get("spot", False))
+    lint = lint_config(path, snapshot=opts.get("snapshot"), spot=opts.get("spot", False), confinement=ANYWHERE)
     caught = [p for p in lint.problems if p.rule == rule]
     assert caught, [p.to_dict() for p in lint.problems]
     assert caught[0].citation is not None and caught[0].fixable
 
     out = tmp_path / ("fixed" + path.suffix)
-    result = fix_config(path, **opts)
+    result = fix_config(path, **opts, confinement=ANYWHERE)
     assert write_corrected(path, out, result.changes, confinement=Confinement.for_paths([path])) == out
     assert any(c.rule == rule for c in result.changes)
     for change in result.changes:
@@ -132,7 +132,7 @@ def test_rule_caught_and_fixed(path: Path, rule: str, options: dict, key: str, n
     assert text == result.text
     assert _value(result.framework, text, out, key) == new
     # the corrected file passes the checks
-    relint = lint_config(out, snapshot=opts.get("snapshot"), spot=opts.get("spot", False))
+    relint = lint_config(out, snapshot=opts.get("snapshot"), spot=opts.get("spot", False), confinement=ANYWHERE)
     assert not [p for p in relint.problems if p.rule == rule], [p.to_dict() for p in relint.problems]
     assert relint.valid
     assert result.fixed_valid
@@ -153,16 +153,16 @@ def test_rule_caught_and_fixed(path: Path, rule: str, options: dict, key: str, n
     ids=lambda v: v.name if isinstance(v, Path) else None,
 )
 def test_advisory_rules_are_reported_without_an_automatic_change(path: Path, rule: str, options: dict) -> None:
-    lint = lint_config(path, **options)
+    lint = lint_config(path, **options, confinement=ANYWHERE)
     assert any(p.rule == rule for p in lint.problems)
-    result = fix_config(path, **options)
+    result = fix_config(path, **options, confinement=ANYWHERE)
     assert not any(c.rule == rule for c in result.changes)
 
 
 def test_upstream_typo_is_migrated_to_rejection_sampling(tmp_path: Path) -> None:
     src = SHARED / "corpus" / "areal-configs" / "scaffolding" / "gsm8k_rlvr_scaffolding.yaml"
     before = fingerprint(src)
-    result = fix_config(src)
+    result = fix_config(src, confinement=ANYWHERE)
     assert [(c.op, c.key, c.new) for c in result.changes] == [
         ("set", "actor.rejection_sampling.upper", 5.0),
         ("set", "actor.rejection_sampling.metric", "ratio"),
@@ -177,8 +177,8 @@ def test_colocated_a40_matches_the_seed_table() -> None:
     from rlmedic.tools.config.areal import load_areal_config
     from rlmedic.tools.config.checks import colocation_report
 
-    snapshot = load_snapshot(GPU / "a40_idle.json")
-    config = load_areal_config(AREAL / "colocated_a40.yaml")
+    snapshot = load_snapshot(GPU / "a40_idle.json", confinement=ANYWHERE)
+    config = load_areal_config(AREAL / "colocated_a40.yaml", confinement=ANYWHERE)
     default = colocation_report(config, LintContext(snapshot=snapshot))
     assert not default.fits and round(default.sglang_bytes / 2**30) == 36
     optimised = colocation_report(config, LintContext(snapshot=snapshot), mem_fraction=0.5, gradient_checkpointing=True,
@@ -190,9 +190,9 @@ def test_leftover_memory_counts_against_the_budget() -> None:
     from rlmedic.tools.config.areal import load_areal_config
     from rlmedic.tools.config.checks import colocation_report
 
-    config = load_areal_config(AREAL / "attention_5090.yaml")
-    idle = colocation_report(config, LintContext(snapshot=load_snapshot(GPU / "a40_idle.json")))
-    busy = colocation_report(config, LintContext(snapshot=load_snapshot(GPU / "a40_leftovers.json")))
+    config = load_areal_config(AREAL / "attention_5090.yaml", confinement=ANYWHERE)
+    idle = colocation_report(config, LintContext(snapshot=load_snapshot(GPU / "a40_idle.json", confinement=ANYWHERE)))
+    busy = colocation_report(config, LintContext(snapshot=load_snapshot(GPU / "a40_leftovers.json", confinement=ANYWHERE)))
     assert idle.fits and not busy.fits
     assert busy.other_bytes > 30 * 2**30
 
@@ -208,7 +208,7 @@ def oom(phase: str, category: str = "", card: str = "") -> Finding:
 
 
 def test_generation_oom_takes_the_most_effective_remedy_first() -> None:
-    result = fix_config(AREAL / "base.yaml", findings=[oom("generation", card="oom-sglang-generation")])
+    result = fix_config(AREAL / "base.yaml", findings=[oom("generation", card="oom-sglang-generation")], confinement=ANYWHERE)
     assert result.phases == ["generation"]
     assert [(c.key, c.old, c.new) for c in result.changes] == [("rollout.max_concurrent_rollouts", 256, 192)]
     assert [c.key for c in result.alternatives] == ["rollout.backend", "sglang.mem_fraction_static"]
@@ -218,62 +218,62 @@ def test_generation_oom_takes_the_most_effective_remedy_first() -> None:
 def test_training_oom_follows_the_effectiveness_order(tmp_path: Path) -> None:
     base = (AREAL / "base.yaml").read_text()
     # 1. micro-batch tokens down to max_length + max_new_tokens
-    result = fix_config(AREAL / "base.yaml", findings=[oom("training", card="oom-actor-train")])
+    result = fix_config(AREAL / "base.yaml", findings=[oom("training", card="oom-actor-train")], confinement=ANYWHERE)
     assert [(c.key, c.new) for c in result.changes] == [("actor.mb_spec.max_tokens_per_mb", 2048)]
     assert [c.rule for c in result.alternatives] == ["ulysses-context-parallel", "per-layer-optim-step", "lightweight-optimizer"]
     # 2. already at the minimum: gradient checkpointing
     at_min = tmp_path / "at_min.yaml"
     at_min.write_text(base.replace("max_tokens_per_mb: 10240", "max_tokens_per_mb: 2048")
                       .replace("gradient_checkpointing: true", "gradient_checkpointing: false"))
-    result = fix_config(at_min, findings=[oom("training")])
+    result = fix_config(at_min, findings=[oom("training")], confinement=ANYWHERE)
     assert [(c.key, c.new) for c in result.changes] == [("actor.gradient_checkpointing", True)]
     # 3. both done: Ulysses context parallelism (12 heads of Qwen2.5-1.5B divide by 2)
     both = tmp_path / "both.yaml"
     both.write_text(base.replace("max_tokens_per_mb: 10240", "max_tokens_per_mb: 2048"))
-    result = fix_config(both, findings=[oom("training")])
+    result = fix_config(both, findings=[oom("training")], confinement=ANYWHERE)
     assert [(c.key, c.old, c.new) for c in result.changes] == [("actor.backend", "fsdp:d4p1t1", "fsdp:d2p1t1c2")]
     assert result.fixed_valid
 
 
 def test_weight_update_oom_switches_to_disk() -> None:
-    result = fix_config(AREAL / "base.yaml", findings=[oom("weight_update")])
+    result = fix_config(AREAL / "base.yaml", findings=[oom("weight_update")], confinement=ANYWHERE)
     assert [(c.key, c.new) for c in result.changes] == [("actor.weight_update_mode", "disk")]
     assert any(a.rule == "smaller-weight-chunks" for a in result.actions)
 
 
 def test_initialization_oom_with_leftovers_is_an_action_not_a_config_change() -> None:
     finding = oom("initialization", category="oom_training", card="oom-initialization")
-    result = fix_config(AREAL / "attention_5090.yaml", findings=[finding], snapshot=load_snapshot(GPU / "a40_leftovers.json"))
+    result = fix_config(AREAL / "attention_5090.yaml", findings=[finding], snapshot=load_snapshot(GPU / "a40_leftovers.json", confinement=ANYWHERE), confinement=ANYWHERE)
     assert [a.rule for a in result.actions][:1] == ["kill-leftover-processes"]
     assert "4121" in result.actions[0].reason
     assert not any(c.rule == "memory-efficient-load" for c in result.changes)
     # without leftovers on the machine, the next remedy applies
-    result = fix_config(AREAL / "attention_5090.yaml", findings=[finding], snapshot=load_snapshot(GPU / "a40_idle.json"))
+    result = fix_config(AREAL / "attention_5090.yaml", findings=[finding], snapshot=load_snapshot(GPU / "a40_idle.json", confinement=ANYWHERE), confinement=ANYWHERE)
     assert [c.key for c in result.changes] == ["actor.fsdp.memory_efficient_load"]
 
 
 def test_sglang_disconnect_raises_timeouts() -> None:
     finding = Finding(id="d", category="sglang_connection", severity="error", summary="server went away",
                       card="sglang-disconnect-long-run")
-    result = fix_config(AREAL / "request_timeouts.yaml", findings=[finding])
+    result = fix_config(AREAL / "request_timeouts.yaml", findings=[finding], confinement=ANYWHERE)
     assert {c.key: c.new for c in result.changes} == {"rollout.request_timeout": 7200, "rollout.request_retries": 5}
 
 
 def test_spot_findings_escalate_recovery_rules() -> None:
     finding = Finding(id="s", category="checkpoint_recovery", severity="error", summary="pod preempted",
                       card="spot-interruption")
-    lint = lint_config(AREAL / "recover_disabled.yaml", findings=[finding])
+    lint = lint_config(AREAL / "recover_disabled.yaml", findings=[finding], confinement=ANYWHERE)
     assert [p.severity for p in lint.problems if p.rule == "areal-recover-mode"] == ["error"]
-    assert [p.severity for p in lint_config(AREAL / "recover_disabled.yaml").problems if p.rule == "areal-recover-mode"] == ["info"]
+    assert [p.severity for p in lint_config(AREAL / "recover_disabled.yaml", confinement=ANYWHERE).problems if p.rule == "areal-recover-mode"] == ["info"]
 
 
 def test_slime_training_oom_follows_the_faq() -> None:
-    result = fix_config(SLIME / "base.sh", findings=[oom("training")])
+    result = fix_config(SLIME / "base.sh", findings=[oom("training")], confinement=ANYWHERE)
     assert [(c.key, c.new) for c in result.changes] == [("--max-tokens-per-gpu", 8192)]
 
 
 def test_slime_colocated_oom_lowers_the_share() -> None:
-    result = fix_config(SLIME / "base.sh", findings=[oom("colocated", card="oom-colocated")])
+    result = fix_config(SLIME / "base.sh", findings=[oom("colocated", card="oom-colocated")], confinement=ANYWHERE)
     assert [(c.key, c.old, c.new) for c in result.changes] == [("--sglang-mem-fraction-static", 0.7, 0.4)]
 
 
@@ -284,7 +284,7 @@ def test_output_never_overwrites_the_input(tmp_path: Path) -> None:
     src = tmp_path / "c.yaml"
     shutil.copy(AREAL / "mb_tokens.yaml", src)
     before = fingerprint(src)
-    changes = fix_config(src).changes
+    changes = fix_config(src, confinement=ANYWHERE).changes
     allow = Confinement.for_paths([src])
     with pytest.raises(UserError, match="input file"):
         write_corrected(src, src, changes, confinement=allow)
@@ -307,6 +307,6 @@ def test_output_never_overwrites_the_input(tmp_path: Path) -> None:
 
 
 def test_no_change_needed_gives_an_identical_text() -> None:
-    result = fix_config(AREAL / "base.yaml")
+    result = fix_config(AREAL / "base.yaml", confinement=ANYWHERE)
     assert result.changes == [] and result.diff == ""
     assert result.text == (AREAL / "base.yaml").read_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import ANYWHERE, FIXTURES
 from rlmedic.errors import UserError
 from rlmedic.tools.config.slime import (
     load_slime_launch,
@@ -19,7 +19,7 @@ SLIME = FIXTURES / "configs" / "slime"
 
 
 def test_script_arrays_and_variables_expand_in_order() -> None:
-    launch = load_slime_launch(SLIME / "base.sh")
+    launch = load_slime_launch(SLIME / "base.sh", confinement=ANYWHERE)
     assert launch.entry == "train.py"
     assert launch.cluster_gpus == 8
     args = launch.as_args()
@@ -37,7 +37,7 @@ def test_script_arrays_and_variables_expand_in_order() -> None:
 
 
 def test_argument_list_file_and_python_list() -> None:
-    launch = load_slime_launch(SLIME / "args.txt")
+    launch = load_slime_launch(SLIME / "args.txt", confinement=ANYWHERE)
     assert launch.entry is None
     assert launch.get_int("--num-steps-per-rollout") == 2
     from_list = parse_slime_args(["--rollout-batch-size", "8", "--colocate", "--rollout-stop-token-ids", "1", "2"])
@@ -67,7 +67,7 @@ def test_tokenizer_keeps_subshells_and_quotes_together() -> None:
 
 
 def test_edits_patch_only_their_lines() -> None:
-    launch = load_slime_launch(SLIME / "base.sh")
+    launch = load_slime_launch(SLIME / "base.sh", confinement=ANYWHERE)
     original = launch.original
     launch.set_flag("--global-batch-size", 128)
     launch.add_flag("--use-fault-tolerance")
@@ -95,7 +95,7 @@ def test_removing_the_last_continued_line_ends_the_command() -> None:
 
 
 def test_editing_through_a_variable_changes_its_assignment() -> None:
-    launch = load_slime_launch(SLIME / "save_relative.sh")
+    launch = load_slime_launch(SLIME / "save_relative.sh", confinement=ANYWHERE)
     launch.set_flag("--save", "/workspace/ckpt/x")
     assert "SAVE_DIR=/workspace/ckpt/x\n" in launch.dump()
     assert launch.get("--load") == "/workspace/ckpt/x"
@@ -126,7 +126,7 @@ def test_adding_a_flag_after_an_unterminated_quote_is_not_a_crash(tmp_path: Path
                  "python3 train.py --max-tokens-per-gpu 9216 \\"):
         src = tmp_path / "run.sh"
         src.write_text(text)
-        result = fix_config(src)
+        result = fix_config(src, confinement=ANYWHERE)
         # the flag cannot be placed safely in a cut-off script: the text is left as it was and
         # the change is listed as an action to apply by hand
         assert result.text == text and result.changes == []
@@ -140,13 +140,13 @@ def test_shell_defaults_and_earlier_assignments_resolve(monkeypatch: pytest.Monk
 
     monkeypatch.setenv("RBS", "64")  # the process environment is never read
     monkeypatch.setenv("STEPS", "2")
-    launch = load_slime_launch(SLIME / "batch_from_variables.sh")
+    launch = load_slime_launch(SLIME / "batch_from_variables.sh", confinement=ANYWHERE)
     assert launch.get_int("--rollout-batch-size") == 32
     assert launch.get_int("--n-samples-per-prompt") == 8  # N_SAMPLES=4 comes after the command
     assert launch.get_int("--num-steps-per-rollout") == 1
     assert launch.get_int("--actor-num-gpus-per-node") == 8 and launch.cluster_gpus == 8
     assert launch.variables["RBS"] == "32"  # ${RBS:=32} assigns it
-    problems = lint_config(SLIME / "batch_from_variables.sh").problems
+    problems = lint_config(SLIME / "batch_from_variables.sh", confinement=ANYWHERE).problems
     assert [p.rule for p in problems] == ["slime-batch-arithmetic"]
     assert "32 x 8 = 256" in problems[0].message and "128 x 1" in problems[0].message
 
@@ -178,13 +178,13 @@ def test_fix_through_a_shell_default_is_an_edit_by_hand(tmp_path: Path) -> None:
     from rlmedic.tools.config.fix import fix_config
 
     original = (SLIME / "batch_from_variables.sh").read_text()
-    result = fix_config(SLIME / "batch_from_variables.sh")
+    result = fix_config(SLIME / "batch_from_variables.sh", confinement=ANYWHERE)
     assert [(c.key, c.old, c.new) for c in result.changes] == [("--global-batch-size", 128, 256)]
     assert result.text == original.replace("   --global-batch-size 128\n", "   --global-batch-size 256\n")
 
     src = tmp_path / "run.sh"
     src.write_text(original.replace("--global-batch-size 128", "--global-batch-size ${GBS:-128}"))
-    result = fix_config(src)
+    result = fix_config(src, confinement=ANYWHERE)
     assert result.changes == [] and result.text == src.read_text()
     (action,) = [a for a in result.actions if a.key == "--global-batch-size"]
     assert "by hand" in action.reason and "change ${GBS:-128} to ${GBS:-256}" in action.reason

@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import FIXTURES
+from conftest import ANYWHERE, FIXTURES
 from rlmedic.errors import UserError
 from rlmedic.tools.gpu.snapshot import (
     NO_GPU_STATUSES,
@@ -38,7 +38,7 @@ runner = CliRunner()
 
 
 def test_recorded_snapshot_loads_with_nvml_units() -> None:
-    snap = load_snapshot(GPU / "h100x8_running.json")
+    snap = load_snapshot(GPU / "h100x8_running.json", confinement=ANYWHERE)
     assert snap.has_gpus and len(snap.gpus) == 8 and snap.source == "file:h100x8_running.json"
     g = snap.gpus[0]
     assert g.name == "NVIDIA H100 80GB HBM3" and g.compute_capability == (9, 0) and g.sm == 90
@@ -54,7 +54,7 @@ def test_recorded_snapshot_loads_with_nvml_units() -> None:
 
 
 def test_leftovers_are_flagged_with_a_reason() -> None:
-    snap = load_snapshot(GPU / "a40_leftovers.json")
+    snap = load_snapshot(GPU / "a40_leftovers.json", confinement=ANYWHERE)
     flagged = {p.pid: p.leftover_reason for _g, p in snap.leftovers()}
     assert set(flagged) == {4121, 4388}
     assert "re-parented to PID 1" in flagged[4121]
@@ -63,14 +63,14 @@ def test_leftovers_are_flagged_with_a_reason() -> None:
 
 @pytest.mark.parametrize("name", ["a40_idle", "a40_leftovers", "rtx5090", "h100x8_running", "h200_idle", "no_gpu"])
 def test_snapshot_round_trips_through_json(name: str, tmp_path: Path) -> None:
-    snap = load_snapshot(GPU / f"{name}.json")
+    snap = load_snapshot(GPU / f"{name}.json", confinement=ANYWHERE)
     out = save_snapshot(snap, tmp_path / "again.json")
-    again = load_snapshot(out)
+    again = load_snapshot(out, confinement=ANYWHERE)
     assert again.to_dict() | {"source": ""} == snap.to_dict() | {"source": ""}
 
 
 def test_no_gpu_snapshot_is_a_normal_answer() -> None:
-    snap = load_snapshot(GPU / "no_gpu.json")
+    snap = load_snapshot(GPU / "no_gpu.json", confinement=ANYWHERE)
     assert snap.status in NO_GPU_STATUSES and not snap.has_gpus and snap.gpus == []
 
 
@@ -78,26 +78,26 @@ def test_bad_snapshot_files_are_user_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(UserError, match="not valid JSON"):
-        load_snapshot(bad)
+        load_snapshot(bad, confinement=ANYWHERE)
     bad.write_text(json.dumps({"version": 99}))
     with pytest.raises(UserError, match="version 99"):
-        load_snapshot(bad)
+        load_snapshot(bad, confinement=ANYWHERE)
     bad.write_text(json.dumps({"gpus": [{"index": "x"}]}))
     with pytest.raises(UserError, match="not a valid GPU snapshot"):
-        load_snapshot(bad)
+        load_snapshot(bad, confinement=ANYWHERE)
     bad.write_text("[]")
     with pytest.raises(UserError, match="JSON object"):
-        load_snapshot(bad)
+        load_snapshot(bad, confinement=ANYWHERE)
     empty = tmp_path / "empty.json"
     empty.write_text(json.dumps({"version": 1, "status": "ok", "gpus": []}))
-    assert load_snapshot(empty).status == "no_devices"
+    assert load_snapshot(empty, confinement=ANYWHERE).status == "no_devices"
 
 
 def test_save_refuses_to_overwrite(tmp_path: Path) -> None:
     target = tmp_path / "s.json"
     target.write_text("mine")
     with pytest.raises(UserError, match="already exists"):
-        save_snapshot(load_snapshot(GPU / "a40_idle.json"), target)
+        save_snapshot(load_snapshot(GPU / "a40_idle.json", confinement=ANYWHERE), target)
     assert target.read_text() == "mine"
 
 
@@ -292,7 +292,7 @@ def test_nvml_adapter_reads_field_shapes(tmp_path: Path) -> None:
     assert g.processes[0].pid == 1 and g.processes[0].used_gpu_memory is None
     # what the live provider records, the file provider reads back identically
     path = save_snapshot(snap, tmp_path / "live.json")
-    again = FileProvider(path).snapshot()
+    again = FileProvider(path, confinement=ANYWHERE).snapshot()
     assert again.gpus[0].to_dict() == g.to_dict()
 
 
@@ -322,7 +322,7 @@ def test_cli_gpu_json_and_save(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert data["gpus"][0]["sm"] == 120 and data["saved_to"] == str(out)
     assert any(a["id"] == "attention-backend" and "flashinfer" in a["message"] for a in data["advice"])
-    assert load_snapshot(out).gpus[0].name == "NVIDIA GeForce RTX 5090"
+    assert load_snapshot(out, confinement=ANYWHERE).gpus[0].name == "NVIDIA GeForce RTX 5090"
 
 
 def test_cli_gpu_without_a_gpu_is_not_an_error() -> None:
@@ -358,7 +358,7 @@ def test_malformed_snapshot_fields_are_named_user_errors(tmp_path: Path, gpus: o
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"version": 1, "gpus": gpus}))
     with pytest.raises(UserError, match=field):
-        load_snapshot(bad)
+        load_snapshot(bad, confinement=ANYWHERE)
     result = runner.invoke(app, ["gpu", "--snapshot", str(bad)])
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.output
 
@@ -370,7 +370,7 @@ def test_loaded_snapshot_is_redacted(tmp_path: Path) -> None:
     data["hostname"] = "https://trainer:s3cr3tPassw0rd@head-node"
     path = tmp_path / "s.json"
     path.write_text(json.dumps(data))
-    snap = load_snapshot(path)
+    snap = load_snapshot(path, confinement=ANYWHERE)
     assert snap.gpus[0].processes[0].role == ROLE_SGLANG  # still classified
     for args in (["gpu", "--snapshot", str(path)], ["gpu", "--snapshot", str(path), "--json"]):
         out = runner.invoke(app, args).stdout

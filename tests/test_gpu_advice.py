@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
+from conftest import ANYWHERE, FIXTURES
 from rlmedic.confine import Confinement
 from rlmedic.tools.gpu.snapshot import GIB, load_snapshot
 from rlmedic.tools.gpu.advice import (
@@ -26,7 +26,7 @@ GPU = FIXTURES / "gpu"
      ("a40_idle", "flashinfer", False)],
 )
 def test_attention_backend_by_architecture(snapshot: str, recommended: str, fa3_ok: bool) -> None:
-    advice = attention_backend_advice(load_snapshot(GPU / f"{snapshot}.json").gpus[0])
+    advice = attention_backend_advice(load_snapshot(GPU / f"{snapshot}.json", confinement=ANYWHERE).gpus[0])
     assert advice.recommended == recommended
     assert advice.allows("fa3") is fa3_ok
     assert advice.allows("flashinfer")
@@ -35,7 +35,7 @@ def test_attention_backend_by_architecture(snapshot: str, recommended: str, fa3_
 
 def test_seed_a40_table() -> None:
     """Seed 004: default (SGLang 80%) OOMs on an A40; memory-optimised (50%, checkpointing) fits."""
-    a40 = load_snapshot(GPU / "a40_idle.json").gpus[0]
+    a40 = load_snapshot(GPU / "a40_idle.json", confinement=ANYWHERE).gpus[0]
     model = model_spec("Qwen/Qwen2.5-0.5B-Instruct")
     default_trainer = estimate_trainer_memory(model, gradient_checkpointing=False, max_tokens_per_mb=5120)
     default = colocation_fit(a40.memory_total, 0.8, default_trainer, model=model)
@@ -89,14 +89,14 @@ def test_model_spec_table_and_local_config(tmp_path: Path) -> None:
 
 
 def test_snapshot_advice() -> None:
-    ids = lambda name: [(a.id, a.severity) for a in gpu_advice(load_snapshot(GPU / f"{name}.json"))]  # noqa: E731
+    ids = lambda name: [(a.id, a.severity) for a in gpu_advice(load_snapshot(GPU / f"{name}.json", confinement=ANYWHERE))]  # noqa: E731
     leftovers = ids("a40_leftovers")
     assert leftovers.count(("leftover-process", "warning")) == 2
     assert ("consumer-gpu-memory", "info") in leftovers
     running = ids("h100x8_running")
     assert ("ecc-errors", "error") in running and ("clocks-slowdown", "warning") in running
     assert ("leftover-process", "warning") not in running
-    assert [a.id for a in gpu_advice(load_snapshot(GPU / "h200_idle.json"))] == ["attention-backend"]
+    assert [a.id for a in gpu_advice(load_snapshot(GPU / "h200_idle.json", confinement=ANYWHERE))] == ["attention-backend"]
     assert ids("no_gpu") == [("no-gpu", "info")]
 
 
@@ -114,7 +114,7 @@ def test_unattributed_memory_is_reported() -> None:
 def test_advice_as_findings() -> None:
     from rlmedic.types import CATEGORIES
 
-    findings = [a.to_finding() for a in gpu_advice(load_snapshot(GPU / "a40_leftovers.json"))]
+    findings = [a.to_finding() for a in gpu_advice(load_snapshot(GPU / "a40_leftovers.json", confinement=ANYWHERE))]
     assert all(f.category in CATEGORIES for f in findings)
     leftover = next(f for f in findings if f.id == "gpu:leftover-process:0")
     assert leftover.card == "oom-initialization" and "kill 4121" in leftover.fixes[0].action

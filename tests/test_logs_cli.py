@@ -85,8 +85,8 @@ def test_console_script_subprocess(tmp_path: Path) -> None:
 
 def test_diagnose_path_imports_nothing_heavy(tmp_path: Path) -> None:
     code = (
-        "import sys; from rlmedic.tools.logs.diagnose import diagnose; "
-        f"diagnose([{str(LOGS / 'multirank')!r}]); "
+        "import sys; from rlmedic.tools.logs.diagnose import diagnose; from rlmedic.confine import Confinement; "
+        f"diagnose([{str(LOGS / 'multirank')!r}], confinement=Confinement.for_paths([{str(LOGS)!r}])); "
         "heavy = [m for m in ('torch', 'chromadb', 'langchain', 'gradio', 'sentence_transformers', 'llama_index') "
         "if m in sys.modules]; print(heavy)"
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FIXTURES
+from conftest import ANYWHERE, FIXTURES
 from rlmedic.confine import Confinement
 from rlmedic.errors import AccessDenied, UserError
 from rlmedic.tools.logs.diagnose import diagnose, diagnose_text
@@ -34,7 +34,7 @@ def _old_copy(src: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("name", SIG_CASES)
 def test_signature_fixture(name: str, tmp_path: Path) -> None:
     exp = EXPECTED[name]
-    diag = diagnose([_old_copy(LOGS / name, tmp_path)])
+    diag = diagnose([_old_copy(LOGS / name, tmp_path)], confinement=ANYWHERE)
     by_id = {f.id: f for f in diag.findings}
     finding = by_id.get(exp["finding"])
     assert finding is not None, f"{name}: {exp['finding']} not found in {list(by_id)}"
@@ -56,7 +56,7 @@ def test_signature_fixture(name: str, tmp_path: Path) -> None:
 
 
 def test_oom_evidence_numbers_and_fix_order(tmp_path: Path) -> None:
-    diag = diagnose([_old_copy(LOGS / "signatures" / "cuda-oom.log", tmp_path)])
+    diag = diagnose([_old_copy(LOGS / "signatures" / "cuda-oom.log", tmp_path)], confinement=ANYWHERE)
     oom = diag.root_finding
     assert oom is not None and oom.id == "cuda-oom"
     nums = oom.evidence["numbers"]
@@ -91,7 +91,7 @@ def test_cuda_error_out_of_memory_defaults_to_data_transfer() -> None:
 
 
 def test_multirank_directory_root_and_cascades() -> None:
-    diag = diagnose([LOGS / "multirank"])
+    diag = diagnose([LOGS / "multirank"], confinement=ANYWHERE)
     root = diag.root_finding
     assert root is not None and root.id == "cuda-oom"
     assert root.file.endswith("rank2.log") and root.line == 13
@@ -108,13 +108,13 @@ def test_multirank_directory_root_and_cascades() -> None:
 def test_gzip_file_is_read(tmp_path: Path) -> None:
     gz = tmp_path / "worker.log.gz"
     gz.write_bytes(gzip.compress((LOGS / "signatures" / "nccl-error.log").read_bytes()))
-    diag = diagnose([gz])
+    diag = diagnose([gz], confinement=ANYWHERE)
     assert diag.root_finding is not None and diag.root_finding.id == "nccl-error"
 
 
 @pytest.mark.parametrize("name", ["healthy_areal.log", "healthy_slime.log"])
 def test_healthy_logs_have_no_error(name: str, tmp_path: Path) -> None:
-    diag = diagnose([_old_copy(LOGS / "scenarios" / name, tmp_path)])
+    diag = diagnose([_old_copy(LOGS / "scenarios" / name, tmp_path)], confinement=ANYWHERE)
     assert diag.root is None
     assert all(f.severity in ("warning", "info") for f in diag.findings), [(f.id, f.severity) for f in diag.findings]
     assert diag.stats["clean_shutdown"] is True
@@ -122,13 +122,13 @@ def test_healthy_logs_have_no_error(name: str, tmp_path: Path) -> None:
 
 
 def test_startup_connection_retry_is_transient(tmp_path: Path) -> None:
-    diag = diagnose([_old_copy(LOGS / "scenarios" / "healthy_areal.log", tmp_path)])
+    diag = diagnose([_old_copy(LOGS / "scenarios" / "healthy_areal.log", tmp_path)], confinement=ANYWHERE)
     conn = next(f for f in diag.findings if f.id == "rollout-connection-error")
     assert conn.severity == "warning" and "transient" in conn.summary
 
 
 def test_interrupted_log(tmp_path: Path) -> None:
-    diag = diagnose([_old_copy(LOGS / "scenarios" / "interrupted_areal.log", tmp_path)])
+    diag = diagnose([_old_copy(LOGS / "scenarios" / "interrupted_areal.log", tmp_path)], confinement=ANYWHERE)
     root = diag.root_finding
     assert root is not None and root.id == "probable-interruption" and root.severity == "error"
     assert root.evidence["numbers"]["last_step"] == 9
@@ -139,13 +139,13 @@ def test_interrupted_log(tmp_path: Path) -> None:
 def test_log_still_being_written_is_only_a_warning(tmp_path: Path) -> None:
     path = tmp_path / "live.log"
     shutil.copy(LOGS / "scenarios" / "interrupted_areal.log", path)
-    diag = diagnose([path])
+    diag = diagnose([path], confinement=ANYWHERE)
     f = next(f for f in diag.findings if f.id == "probable-interruption")
     assert f.severity == "warning" and "still" in f.summary
 
 
 def test_recover_info_dumped_reports_when_last(tmp_path: Path) -> None:
-    diag = diagnose([_old_copy(LOGS / "scenarios" / "recover_dumped_then_cut.log", tmp_path)])
+    diag = diagnose([_old_copy(LOGS / "scenarios" / "recover_dumped_then_cut.log", tmp_path)], confinement=ANYWHERE)
     dumped = next(f for f in diag.findings if f.id == "recover-info-dumped")
     assert dumped.severity == "info"
     assert dumped.evidence["numbers"]["last_line"] == 35 and dumped.evidence["numbers"]["last_step"] == 2
@@ -153,7 +153,7 @@ def test_recover_info_dumped_reports_when_last(tmp_path: Path) -> None:
 
 
 def test_zero_reward_after_sglang_disconnect_roots_at_the_disconnect() -> None:
-    diag = diagnose([LOGS / "scenarios" / "zero_reward_sglang_down.log"])
+    diag = diagnose([LOGS / "scenarios" / "zero_reward_sglang_down.log"], confinement=ANYWHERE)
     root = diag.root_finding
     assert root is not None and root.id == "rollout-connection-error" and root.severity == "error"
     streak = next(f for f in diag.findings if f.id == "zero-reward-streak")
@@ -162,7 +162,7 @@ def test_zero_reward_after_sglang_disconnect_roots_at_the_disconnect() -> None:
 
 
 def test_zero_reward_streak_alone() -> None:
-    diag = diagnose([LOGS / "scenarios" / "zero_reward_only.log"])
+    diag = diagnose([LOGS / "scenarios" / "zero_reward_only.log"], confinement=ANYWHERE)
     root = diag.root_finding
     assert root is not None and root.id == "zero-reward-streak" and root.card == "zero-reward-circuit-breaker"
 
@@ -175,39 +175,39 @@ def test_nine_zero_steps_are_not_a_streak() -> None:
 
 
 def test_grad_norm_nan_slime() -> None:
-    diag = diagnose([LOGS / "scenarios" / "grad_nan_slime.log"])
+    diag = diagnose([LOGS / "scenarios" / "grad_nan_slime.log"], confinement=ANYWHERE)
     root = diag.root_finding
     assert root is not None and root.id == "nonfinite-grad-norm" and root.card == "grad-nan-inf"
     assert root.evidence["numbers"]["step"] == 5
 
 
 def test_grad_norm_spike_is_a_warning() -> None:
-    diag = diagnose([LOGS / "scenarios" / "grad_spike_slime.log"])
+    diag = diagnose([LOGS / "scenarios" / "grad_spike_slime.log"], confinement=ANYWHERE)
     spike = next(f for f in diag.findings if f.id == "grad-norm-spike")
     assert spike.severity == "warning" and spike.evidence["numbers"]["step"] == 9 and spike.card == "high-gradient-norm"
 
 
 def test_reward_collapse() -> None:
-    diag = diagnose([LOGS / "scenarios" / "reward_collapse_slime.log"])
+    diag = diagnose([LOGS / "scenarios" / "reward_collapse_slime.log"], confinement=ANYWHERE)
     root = diag.root_finding
     assert root is not None and root.id == "reward-collapse" and root.category == "reward_collapse"
 
 
 def test_generation_never_stops() -> None:
-    diag = diagnose([LOGS / "scenarios" / "no_eos_areal.log"])
+    diag = diagnose([LOGS / "scenarios" / "no_eos_areal.log"], confinement=ANYWHERE)
     f = next(f for f in diag.findings if f.id == "generation-never-stops")
     assert f.card == "generation-never-stops" and f.evidence["numbers"]["step"] == 3
 
 
 def test_non_utf8_input() -> None:
-    diag = diagnose([LOGS / "scenarios" / "latin1_oom.log"])
+    diag = diagnose([LOGS / "scenarios" / "latin1_oom.log"], confinement=ANYWHERE)
     assert diag.root_finding is not None and diag.root_finding.id == "cuda-oom"
     json.dumps(diag.to_dict())  # serialisable despite replacement characters
 
 
 def test_binary_only_input_is_a_user_error() -> None:
     with pytest.raises(UserError, match="binary"):
-        diagnose([LOGS / "scenarios" / "binary.log"])
+        diagnose([LOGS / "scenarios" / "binary.log"], confinement=ANYWHERE)
 
 
 def test_ray_repeated_lines_are_counted() -> None:
@@ -223,7 +223,7 @@ def test_metric_formats() -> None:
 
 
 def test_to_dict_contract() -> None:
-    data = diagnose([LOGS / "multirank"]).to_dict()
+    data = diagnose([LOGS / "multirank"], confinement=ANYWHERE).to_dict()
     assert set(data) == {"findings", "root", "stats"}
     for f in data["findings"]:
         assert {"id", "category", "severity", "file", "line", "evidence", "summary", "fixes", "citations"} <= set(f)
@@ -236,7 +236,7 @@ def test_engines_agree() -> None:
     """The pure-Python prefilter and the default engine (Hyperscan when installed) agree."""
     results = []
     for engine in ("python", "auto"):
-        diag = diagnose([LOGS / "multirank"], engine=engine)
+        diag = diagnose([LOGS / "multirank"], engine=engine, confinement=ANYWHERE)
         results.append([(f.id, f.file, f.line, f.evidence["count"]) for f in diag.findings])
     assert results[0] == results[1]
 
@@ -288,9 +288,9 @@ def test_confinement_refuses_escapes(tmp_path: Path) -> None:
 
 def test_missing_path_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no such file"):
-        diagnose([tmp_path / "nope.log"])
+        diagnose([tmp_path / "nope.log"], confinement=ANYWHERE)
     with pytest.raises(UserError):
-        diagnose([])
+        diagnose([], confinement=ANYWHERE)
 
 
 @pytest.mark.parametrize("chunk", [1, None])
@@ -375,8 +375,8 @@ def test_symlink_loops_are_user_errors_or_skipped(tmp_path: Path) -> None:
     (logs / "b.log").symlink_to(logs / "a.log")
     (logs / "rank0.log").write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
     with pytest.raises(UserError, match="cannot resolve"):
-        diagnose([logs / "a.log"])
-    diag = diagnose([logs])
+        diagnose([logs / "a.log"], confinement=ANYWHERE)
+    diag = diagnose([logs], confinement=ANYWHERE)
     assert diag.root_finding is not None and diag.root_finding.id == "cuda-oom"
     assert {s["file"].split("/")[-1] for s in diag.stats["skipped"]} == {"a.log", "b.log"}
 
@@ -435,7 +435,7 @@ def test_gzip_cut_short_is_scanned_up_to_the_cut(tmp_path: Path) -> None:
     logs.mkdir()
     (logs / "rank0.log.gz").write_bytes(data[: len(data) * 2 // 3])
     (logs / "rank1.log").write_text("ValueError: unrelated on rank 1\n")
-    diag = diagnose([logs])
+    diag = diagnose([logs], confinement=ANYWHERE)
     assert diag.root_finding is not None
     assert (diag.root_finding.id, diag.root_finding.file, diag.root_finding.line) == ("cuda-oom", str(logs / "rank0.log.gz"), 40)
     assert [p["file"] for p in diag.stats["partial"]] == [str(logs / "rank0.log.gz")]
@@ -444,12 +444,12 @@ def test_gzip_cut_short_is_scanned_up_to_the_cut(tmp_path: Path) -> None:
     # two gzip members (a rotated log appended to) read as one file; a non-gzip body after the magic is skipped
     two = tmp_path / "two.log.gz"
     two.write_bytes(gzip.compress(head.encode()) + gzip.compress(oom.encode()))
-    both = diagnose([two])
+    both = diagnose([two], confinement=ANYWHERE)
     assert (both.root_finding.id, both.root_finding.line) == ("cuda-oom", 40) and not both.stats["partial"]
     bad = tmp_path / "bad.log.gz"
     bad.write_bytes(b"\x1f\x8b" + b"garbage" * 50)
     with pytest.raises(UserError, match="unreadable"):
-        diagnose([bad])
+        diagnose([bad], confinement=ANYWHERE)
 
 
 def test_a_file_named_twice_is_read_once(tmp_path: Path) -> None:
@@ -459,7 +459,7 @@ def test_a_file_named_twice_is_read_once(tmp_path: Path) -> None:
     log = logs / "rank0.log"
     log.write_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
     (logs / "latest.log").symlink_to(log)
-    diag = diagnose([logs, log, tmp_path / "logs" / ".." / "logs" / "rank0.log"])
+    diag = diagnose([logs, log, tmp_path / "logs" / ".." / "logs" / "rank0.log"], confinement=ANYWHERE)
     assert diag.stats["files"] == 1
     assert diag.root_finding is not None and diag.root_finding.evidence["count"] == 1
 
@@ -476,14 +476,14 @@ def test_an_error_the_run_got_past_is_not_the_root(tmp_path: Path) -> None:
     rows += [f"(TrainWorker pid=4101) [AReaL] 20251201-{11 + (i - 51) // 60}:{(i - 51) % 60:02d}:40.500 StatsLogger INFO: "
              f"Epoch 1/5 Step {i}/233 Train step {i}/1165 done." for i in range(51, 121)]
     log = _old_copy_text(tmp_path, "resumed.log", "\n".join(rows) + "\n")
-    diag = diagnose([log])
+    diag = diagnose([log], confinement=ANYWHERE)
     assert diag.root_finding is not None and diag.root_finding.id == "probable-interruption"
     oom = next(f for f in diag.findings if f.id == "cuda-oom")
     assert (oom.severity, oom.line, oom.root) == ("warning", oom_line, None)
     assert "not what stopped the run" in oom.summary and "to step 120" in oom.summary
     # the same OOM as the last thing in the log is still the root
     cut = _old_copy_text(tmp_path, "died.log", "\n".join(rows[: oom_line + 2]) + "\n")
-    died = diagnose([cut]).root_finding
+    died = diagnose([cut], confinement=ANYWHERE).root_finding
     assert died is not None and (died.id, died.severity, died.line) == ("cuda-oom", "critical", oom_line)
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import FIXTURES
+from conftest import ANYWHERE, FIXTURES
 from rlmedic.tools.logs.excerpt import build_excerpt, excerpt_text
 
 
 def test_excerpt_centres_on_root_and_keeps_line_numbers() -> None:
-    text = build_excerpt(FIXTURES / "logs" / "multirank", max_lines=40)
+    text = build_excerpt(FIXTURES / "logs" / "multirank", max_lines=40, confinement=ANYWHERE)
     assert text.startswith("# rlmedic: root cause cuda-oom")
     assert "==> " in text and "rank2.log <==" in text
     assert "> 13 | torch.OutOfMemoryError" in text
@@ -21,7 +21,7 @@ def test_repeated_lines_are_collapsed(tmp_path: Path) -> None:
     lines.append("RuntimeError: CUDA error: an illegal memory access was encountered")
     log = tmp_path / "r.log"
     log.write_text("\n".join(lines) + "\n")
-    text = build_excerpt(log, max_lines=60)
+    text = build_excerpt(log, max_lines=60, confinement=ANYWHERE)
     assert "similar line(s) collapsed" in text
     assert "> 201 | RuntimeError: CUDA error: an illegal memory access was encountered" in text
     assert len(text) < 4000

@@ -302,13 +302,12 @@ def list_checkpoints(
     experiment_name: str | None = None,
     trial_name: str | None = None,
     before_step: int | None = None,
-    confinement: Confinement | None = None,
+    confinement: Confinement,
     mounts: list[Mount] | None = None,
     max_entries: int = 200_000,
 ) -> CheckpointReport:
     """Find and check every checkpoint under ``root`` (any level of the AReaL tree, a slime --save dir, or HF dirs)."""
     root_text = str(root)
-    confinement = confinement or Confinement.for_paths([root])
     resolved = confinement.existing(root)
     if not resolved.is_dir():
         raise UserError(f"{root}: not a directory")

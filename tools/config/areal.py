@@ -470,9 +470,8 @@ def parse_areal_config(text: str, path: str = "<string>") -> ArealConfig:
     return ArealConfig(path=path, original=text)
 
 
-def load_areal_config(path: str | os.PathLike[str], *, confinement: Confinement | None = None) -> ArealConfig:
+def load_areal_config(path: str | os.PathLike[str], *, confinement: Confinement) -> ArealConfig:
     """Read an AReaL YAML file through confinement (read-only)."""
-    confinement = confinement or Confinement.for_paths([path])
     return parse_areal_config(confinement.read_text(path), str(path))
 
 

@@ -105,9 +105,8 @@ def detect_framework(path: str, text: str) -> str:
     return "areal"
 
 
-def load_config(path: str | os.PathLike[str], *, confinement: Confinement | None = None) -> tuple[str, Any]:
+def load_config(path: str | os.PathLike[str], *, confinement: Confinement) -> tuple[str, Any]:
     """(framework, parsed config) for an AReaL YAML or a slime script / argument file."""
-    confinement = confinement or Confinement.for_paths([path])
     text = confinement.read_text(path)
     framework = detect_framework(str(path), text)
     if framework == "slime":
@@ -129,16 +128,15 @@ def lint_config(
     snapshot: Any = None,
     findings: Iterable[Finding] = (),
     spot: bool = False,
-    confinement: Confinement | None = None,
+    confinement: Confinement,
 ) -> LintResult:
     """Check a config (no changes). ``snapshot`` adds the hardware checks."""
-    confinement = confinement or Confinement.for_paths([path])
     framework, config = load_config(path, confinement=confinement)
     ctx = LintContext(snapshot=snapshot, findings=list(findings), spot=spot, confinement=confinement)
     return LintResult(str(path), framework, lint_parsed(framework, config, ctx))
 
 
-def findings_from_logs(paths: Iterable[str | os.PathLike[str]], *, confinement: Confinement | None = None) -> list[Finding]:
+def findings_from_logs(paths: Iterable[str | os.PathLike[str]], *, confinement: Confinement) -> list[Finding]:
     """Run the log diagnosis (``rlmedic.tools.logs.diagnose``) and return its findings."""
     paths = list(paths)
     if not paths:
@@ -554,7 +552,7 @@ def fix_config(
     snapshot: Any = None,
     spot: bool = False,
     fileroot: str = "",
-    confinement: Confinement | None = None,
+    confinement: Confinement,
 ) -> FixResult:
     """Lint ``path`` and choose changes (log findings and hardware included); return the corrected copy.
 
@@ -562,7 +560,6 @@ def fix_config(
     corrected file is a front-door action (:func:`write_corrected`, the CLI's ``-o``).
     """
     log_paths = list(log_paths)
-    confinement = confinement or Confinement.for_paths([path, *log_paths])
     framework, config = load_config(path, confinement=confinement)
     all_findings = list(findings) + findings_from_logs(log_paths, confinement=confinement)
     ctx = LintContext(snapshot=snapshot, findings=all_findings, spot=spot, fileroot=fileroot, confinement=confinement)

@@ -570,8 +570,7 @@ def parse_slime_args(argv: list[str], path: str = "<args>") -> SlimeLaunch:
     return SlimeLaunch(path=path, original="\n".join(lines) + "\n")
 
 
-def load_slime_launch(path: str | os.PathLike[str], *, confinement: Confinement | None = None) -> SlimeLaunch:
-    confinement = confinement or Confinement.for_paths([path])
+def load_slime_launch(path: str | os.PathLike[str], *, confinement: Confinement) -> SlimeLaunch:
     return parse_slime_launch(confinement.read_text(path), str(path))
 
 

@@ -374,11 +374,10 @@ class FileProvider:
     """A snapshot saved as JSON (``rlmedic gpu --save F`` on the cluster), read through confinement."""
 
     path: str | os.PathLike[str]
-    confinement: Confinement | None = None
+    confinement: Confinement  # the caller's roots: a tool never widens them
 
     def snapshot(self) -> GpuSnapshot:
-        confinement = self.confinement or Confinement.for_paths([self.path])
-        text = confinement.read_text(self.path)
+        text = self.confinement.read_text(self.path)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -551,7 +550,7 @@ def gpu_snapshot(provider: SnapshotProvider | None = None) -> GpuSnapshot:
     return (provider or NvmlProvider()).snapshot()
 
 
-def load_snapshot(path: str | os.PathLike[str], *, confinement: Confinement | None = None) -> GpuSnapshot:
+def load_snapshot(path: str | os.PathLike[str], *, confinement: Confinement) -> GpuSnapshot:
     """Load a snapshot saved with :func:`save_snapshot` (or ``rlmedic gpu --save``)."""
     return FileProvider(path, confinement).snapshot()
 

@@ -96,14 +96,13 @@ class Diagnosis:
 def diagnose(
     paths: list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...],
     *,
-    confinement: Confinement | None = None,
+    confinement: Confinement,
     engine: str | None = None,
 ) -> Diagnosis:
     """Diagnose log files or directories of per-rank logs (gzip allowed)."""
     paths = list(paths)
     if not paths:
         raise UserError("no log path given")
-    confinement = confinement or Confinement.for_paths(paths)
     sources, skipped = expand_paths(paths, confinement)
     if not sources:
         raise UserError(f"{', '.join(map(str, paths))}: no log files found")

@@ -130,7 +130,7 @@ def build_excerpt(
     *,
     max_lines: int = 120,
     max_tokens: int | None = None,
-    confinement: Confinement | None = None,
+    confinement: Confinement,
 ) -> str:
     """The most relevant ``max_lines`` lines (about ``max_tokens`` tokens) of the logs, redacted."""
     paths = list(path_or_paths) if isinstance(path_or_paths, (list, tuple)) else [path_or_paths]
