@@ -1,13 +1,16 @@
 """The shared vocabulary between layers: findings, fixes, citations.
 
 Every tool returns these (or plain dicts made from them); every renderer (terminal,
-JSON, Gradio, Slack) takes them. No layer parses another layer's prose.
+JSON, Gradio, Slack) takes them. No layer parses another layer's prose. They are
+pydantic models so that a front door (JSON, MCP, a web page) gets validation, a JSON
+schema and ``model_dump`` for free; ``str()`` stays the short text a terminal shows.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 #: The category vocabulary shared by cards, log signatures, findings and cases.
 CATEGORIES: tuple[str, ...] = (
@@ -39,25 +42,49 @@ def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity)
 
 
-@dataclass(frozen=True)
-class Citation:
+CitationKind = Literal["card", "doc", "log", "issue", "config"]
+FixOp = Literal["set", "delete", "rename", "add_flag", "remove_flag", "action"]
+
+
+class Citation(BaseModel):
     """Where a claim comes from.
 
-    ``kind`` is ``card`` (a playbook card id), ``doc`` (a document path with heading
-    and line range) or ``log`` (a log file and line).
+    ``kind`` is ``card`` (a playbook card id), ``doc`` (a document path with heading and
+    line range), ``log`` (a log file and line), ``issue`` (an upstream issue or thread) or
+    ``config`` (a config file and line). ``str()`` is the terminal text; the JSON form
+    (:meth:`to_dict`) keeps every field and adds that text as ``text``.
     """
 
-    kind: Literal["card", "doc", "log"]
+    model_config = ConfigDict(frozen=True)
+
+    kind: CitationKind
     ref: str
     section: str = ""
     lines: tuple[int, int] | None = None
     url: str = ""
 
+    @classmethod
+    def card(cls, card_id: str, section: str = "") -> Citation:
+        return cls(kind="card", ref=card_id, section=section)
+
+    @classmethod
+    def doc(cls, page: str, section: str = "", lines: tuple[int, int] | None = None, url: str = "") -> Citation:
+        return cls(kind="doc", ref=page, section=section, lines=lines, url=url)
+
+    @classmethod
+    def log(cls, file: str, line: int | None = None) -> Citation:
+        return cls(kind="log", ref=file, lines=(line, line) if line else None)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def text(self) -> str:
+        return str(self)
+
     def __str__(self) -> str:
         if self.kind == "card":
             text = f"card:{self.ref}"
             return f"{text} ({self.section})" if self.section else text
-        if self.kind == "log":
+        if self.kind in ("log", "config"):
             return f"{self.ref}:{self.lines[0]}" if self.lines else self.ref
         text = self.ref
         if self.section:
@@ -67,65 +94,131 @@ class Citation:
         return text
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """kind, ref, section, lines (a list or None), url, and ``text`` (what ``str()`` shows)."""
+        data = self.model_dump()
         data["lines"] = list(self.lines) if self.lines else None
-        data["text"] = str(self)
         return data
 
 
-@dataclass(frozen=True)
-class Fix:
-    """One change to make: a config key or flag (old -> new) or a plain action."""
+def cite_dicts(citations: list[Citation] | tuple[Citation, ...]) -> list[dict[str, Any]]:
+    """Citations in JSON: one object each, with ``text``."""
+    return [c.to_dict() for c in citations]
 
-    action: str
+
+class Fix(BaseModel):
+    """One change to make: a config key or flag (``op`` set/delete/rename/add_flag/remove_flag) or a plain action.
+
+    ``action`` is the one-line instruction; when empty, ``str()`` derives it from ``op``,
+    ``key``, ``old`` and ``new``. ``key`` names an AReaL config key or a slime flag;
+    ``framework`` tags a fix that applies to one framework only; ``rule`` names the
+    config rule or remedy that proposed it.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    action: str = ""
+    op: FixOp = "action"
     key: str = ""
     old: Any = None
     new: Any = None
     why: str = ""
-    citation: Citation | None = None
+    framework: str = ""
+    rule: str = ""
+    citations: tuple[Citation, ...] = ()
+
+    @property
+    def citation(self) -> Citation | None:
+        return self.citations[0] if self.citations else None
+
+    @property
+    def reason(self) -> str:
+        return self.why
 
     def __str__(self) -> str:
-        return self.action
+        if self.action:
+            return self.action
+        if self.op == "action":
+            return self.why
+        if self.op in ("delete", "remove_flag"):
+            return f"remove {self.key}"
+        if self.op == "rename":
+            return f"rename {self.key} to {self.new}"
+        return f"set {self.key} to {self.new}" + (f" (was {self.old})" if self.old is not None else "")
 
     def to_dict(self) -> dict[str, Any]:
+        """The fix for JSON: ``reason`` repeats ``why`` and ``citation`` is the first of ``citations``."""
         return {
-            "action": self.action,
+            "action": str(self),
+            "op": self.op,
             "key": self.key,
             "old": self.old,
             "new": self.new,
             "why": self.why,
-            "citation": str(self.citation) if self.citation else None,
+            "reason": self.why,
+            "framework": self.framework,
+            "rule": self.rule,
+            "citation": self.citation.to_dict() if self.citation else None,
+            "citations": cite_dicts(self.citations),
         }
 
 
-@dataclass
-class Finding:
-    """Something a tool found, with the evidence that backs it."""
+class Finding(BaseModel):
+    """Something a tool found, with the evidence that backs it.
+
+    Log findings fill ``file``/``line``/``evidence``; config findings also ``key`` (the
+    config key or flag), ``rule`` and ``suggestion`` (a "did you mean" value); their
+    ``fixes`` are the edits that would resolve them. ``root`` is the index of the root
+    finding a log finding cascades from.
+    """
 
     id: str
-    category: str
+    category: str = "other"
     severity: Severity
     summary: str
     file: str = ""
     line: int | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
-    fixes: list[Fix] = field(default_factory=list)
-    citations: list[Citation] = field(default_factory=list)
+    key: str = ""
+    rule: str = ""
+    suggestion: str = ""
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    fixes: list[Fix] = Field(default_factory=list)
+    citations: list[Citation] = Field(default_factory=list)
     card: str = ""
-    root: int | None = None  # index of the root finding this one cascades from
+    root: int | None = None
+
+    @property
+    def message(self) -> str:
+        return self.summary
+
+    @property
+    def citation(self) -> Citation | None:
+        return self.citations[0] if self.citations else None
+
+    @property
+    def fixable(self) -> bool:
+        return bool(self.fixes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The JSON contract: ``fixes`` as one-line strings, ``fix_details`` and ``citations`` as objects;
+        ``message`` repeats ``summary`` and ``citation`` is the first citation (the config contract)."""
         return {
             "id": self.id,
             "category": self.category,
             "severity": self.severity,
             "file": self.file,
             "line": self.line,
+            "key": self.key,
+            "rule": self.rule,
             "evidence": self.evidence,
             "summary": self.summary,
+            "message": self.summary,
+            "suggestion": self.suggestion or None,
             "fixes": [str(f) for f in self.fixes],
             "fix_details": [f.to_dict() for f in self.fixes],
-            "citations": [str(c) for c in self.citations],
+            "fixable": self.fixable,
+            "citation": self.citation.to_dict() if self.citation else None,
+            "citations": cite_dicts(self.citations),
             "card": self.card,
             "root": self.root,
         }
+
