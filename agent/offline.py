@@ -91,7 +91,7 @@ def compose(question: str, cards: list[tuple[Card, float]], docs: list[SearchRes
         lines.append("What to change (most effective first):")
         for i, fix in enumerate(fixes[:5], 1):
             tag = f" [{fix.framework}]" if fix.framework and not framework else ""
-            lines.append(f"  {i}. {fix.render()}{tag}")
+            lines.append(f"  {i}. {fix}{tag}")
         related = [c for c, s in cards[1:] if s >= RELATED_SHARE * best_score]
         for card in related[:2]:
             lines.append(f"Also check: {card.title} [{cite(str(card.citation))}].")

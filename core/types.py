@@ -73,7 +73,7 @@ class Citation(BaseModel):
 
     @classmethod
     def log(cls, file: str, line: int | None = None) -> Citation:
-        return cls(kind="log", ref=file, lines=(line, line) if line else None)
+        return cls(kind="log", ref=file, lines=(line, line) if line is not None else None)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

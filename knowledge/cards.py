@@ -25,28 +25,17 @@ _FIX_KEYS = {"action", "key", "value", "flag", "framework", "why"}
 _REF_KEYS = {"project", "page", "section", "url"}
 
 
-@dataclass(frozen=True)
-class CardFix:
-    """A fix step; ``key`` is a config key (AReaL), ``flag`` a CLI flag (slime)."""
-
-    action: str
-    key: str = ""
-    value: Any = None
-    flag: str = ""
-    framework: str = ""
-    why: str = ""
-
-    def render(self) -> str:
-        """One line with the exact key/flag and value, e.g. for terminals and Slack."""
-        parts = [self.action.rstrip(".")]
-        setting = []
-        if self.key:
-            setting.append(f"{self.key}={self.value}" if self.value is not None else self.key)
-        if self.flag:
-            setting.append(f"{self.flag} {self.value}" if self.value is not None and not self.key else self.flag)
-        if setting:
-            parts.append(f"({' / '.join(setting)})")
-        return " ".join(parts)
+def render_fix(action: str, key: str = "", flag: str = "", value: Any = None) -> str:
+    """One line with the exact key/flag and value, e.g. ``Lower it (actor.mb=4096 / --mb)``."""
+    parts = [action.rstrip(".")]
+    setting = []
+    if key:
+        setting.append(f"{key}={value}" if value is not None else key)
+    if flag:
+        setting.append(f"{flag} {value}" if value is not None and not key else flag)
+    if setting:
+        parts.append(f"({' / '.join(setting)})")
+    return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -69,7 +58,7 @@ class Card:
     category: str
     symptoms: tuple[str, ...]
     causes: tuple[str, ...]
-    fixes: tuple[CardFix, ...]
+    fixes: tuple[Fix, ...]  # rendered, cited with the card
     references: tuple[Reference, ...]
     errors: tuple[str, ...] = ()
     phase: str = ""
@@ -79,13 +68,7 @@ class Card:
 
     @property
     def citation(self) -> Citation:
-        return Citation(kind="card", ref=self.id, section=str(self.references[0]))
-
-    def fix_objects(self) -> list[Fix]:
-        return [
-            Fix(action=f.render(), key=f.key or f.flag, new=f.value, why=f.why, citation=self.citation)
-            for f in self.fixes
-        ]
+        return Citation.card(self.id, str(self.references[0]))
 
     def to_text(self) -> str:
         """The card as a searchable document (what the index embeds)."""
@@ -97,7 +80,7 @@ class Card:
             lines += ["", "## Error messages", *[f"- `{e}`" for e in self.errors]]
         lines += ["", "## Causes", *[f"- {c}" for c in self.causes]]
         lines += ["", "## Fixes (most effective first)"]
-        lines += [f"{i}. {f.render()}" + (f": {f.why}" if f.why else "") for i, f in enumerate(self.fixes, 1)]
+        lines += [f"{i}. {f}" + (f": {f.why}" if f.why else "") for i, f in enumerate(self.fixes, 1)]
         if self.notes:
             lines += ["", "## Notes", self.notes.strip()]
         lines += ["", "## References", *[f"- {r}" for r in self.references]]
@@ -141,7 +124,7 @@ def parse_card(data: Any, where: str) -> Card:
         extra = set(raw) - _FIX_KEYS
         if extra:
             raise UserError(f"{where}: fix #{i + 1} has unknown field(s) {', '.join(sorted(extra))}")
-        fixes.append(CardFix(**{k: ("" if v is None and k != "value" else v) for k, v in raw.items()}))
+        fixes.append({k: ("" if v is None and k != "value" else v) for k, v in raw.items()})
     if not fixes:
         raise UserError(f"{where}: 'fixes' must not be empty")
     refs = []
@@ -157,6 +140,7 @@ def parse_card(data: Any, where: str) -> Card:
     card_id = str(data["id"])
     if not card_id.replace("-", "").replace("_", "").isalnum():
         raise UserError(f"{where}: id {card_id!r} may hold only letters, digits, '-' and '_'")
+    cite = Citation.card(card_id, str(refs[0]))
     return Card(
         id=card_id,
         title=str(data["title"]).strip(),
@@ -164,7 +148,12 @@ def parse_card(data: Any, where: str) -> Card:
         category=data["category"],
         symptoms=_tuple_of_str(data["symptoms"], where, "symptoms"),
         causes=_tuple_of_str(data["causes"], where, "causes"),
-        fixes=tuple(fixes),
+        fixes=tuple(
+            Fix(action=render_fix(f["action"], f.get("key", ""), f.get("flag", ""), f.get("value")),
+                key=f.get("key") or f.get("flag", ""), new=f.get("value"), why=f.get("why", ""),
+                framework=f.get("framework", ""), citations=(cite,))
+            for f in fixes
+        ),
         references=tuple(refs),
         errors=_tuple_of_str(data.get("errors"), where, "errors", required=False),
         phase=str(data.get("phase") or ""),

@@ -135,15 +135,21 @@ def test_vocabulary_and_required_content():
 
 
 def test_fix_settings_look_like_keys_and_flags():
+    for path in sorted(CARDS_DIR.glob("*.yaml")):
+        for raw in yaml.safe_load(path.read_text(encoding="utf-8"))["fixes"]:
+            raw = raw if isinstance(raw, dict) else {"action": raw}
+            if raw.get("flag"):
+                assert raw["flag"].startswith("--"), f"{path.name}: flag {raw['flag']!r}"
+            if raw.get("key"):
+                assert re.fullmatch(r"[A-Za-z_][\w.]*", raw["key"]), f"{path.name}: key {raw['key']!r}"
     for card in builtin_cards():
         for fix in card.fixes:
-            if fix.flag:
-                assert fix.flag.startswith("--"), f"{card.id}: flag {fix.flag!r}"
-            if fix.key:
-                assert re.fullmatch(r"[A-Za-z_][\w.]*", fix.key), f"{card.id}: key {fix.key!r}"
+            # the Fix names the config key, else the flag; the action line shows both with the value
+            assert fix.key == "" or re.fullmatch(r"[A-Za-z_][\w.]*|--[a-z0-9-]+(?: \S+)*", fix.key), f"{card.id}: {fix.key!r}"
             if fix.framework:
                 assert fix.framework in FRAMEWORKS, f"{card.id}: framework {fix.framework!r}"
-            assert fix.render().strip()
+            assert str(fix).strip() and (not fix.key or fix.key in str(fix)), f"{card.id}: {fix}"
+            assert fix.citations == (card.citation,)
 
 
 @pytest.mark.parametrize("card_id", sorted(REQUIRED_IDS))
@@ -260,7 +266,8 @@ def _expect_error(directory: Path, bad_file: Path, *fragments: str) -> None:
 def test_loader_accepts_a_good_card(tmp_path):
     _write(tmp_path, "good.yaml", GOOD_CARD.format(id="good"))
     (card,) = load_cards(tmp_path)
-    assert card.id == "good" and card.fixes[0].value == 4096
+    assert card.id == "good" and card.fixes[0].new == 4096 and card.fixes[0].key == "actor.mb_spec.max_tokens_per_mb"
+    assert str(card.fixes[0]).endswith("(actor.mb_spec.max_tokens_per_mb=4096)")
     assert "actor.mb_spec.max_tokens_per_mb=4096" in card.to_text()
 
 

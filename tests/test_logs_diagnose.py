@@ -16,6 +16,7 @@ from conftest import ANYWHERE, FIXTURES
 from rlmedic.confine import Confinement
 from rlmedic.errors import AccessDenied, UserError
 from rlmedic.tools.logs.diagnose import diagnose, diagnose_text
+from rlmedic.types import Citation
 
 LOGS = FIXTURES / "logs"
 EXPECTED = yaml.safe_load((LOGS / "expected.yaml").read_text())
@@ -227,7 +228,13 @@ def test_to_dict_contract() -> None:
     assert set(data) == {"findings", "root", "stats"}
     for f in data["findings"]:
         assert {"id", "category", "severity", "file", "line", "evidence", "summary", "fixes", "citations"} <= set(f)
-        assert all(isinstance(x, str) for x in f["fixes"] + f["citations"])
+        assert all(isinstance(x, str) for x in f["fixes"])
+        assert [d["action"] for d in f["fix_details"]] == f["fixes"]
+        for c in f["citations"]:
+            assert {"kind", "ref", "section", "lines", "url", "text"} <= set(c) and c["kind"] in ("card", "doc", "log")
+            assert c["text"] == str(Citation(**{k: v for k, v in c.items() if k != "text"}))
+        assert any(c["kind"] == "log" and c["ref"] == f["file"] and c["lines"] == [f["line"], f["line"]]
+                   and c["text"] == f"{f['file']}:{f['line']}" for c in f["citations"])
         assert f["severity"] in ("critical", "error", "warning", "info")
     json.dumps(data)
 

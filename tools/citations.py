@@ -22,14 +22,14 @@ def card_citation(card_id: str) -> Citation:
             section = str(card.references[0])
     except UserError:  # a broken card elsewhere must not break config checks
         pass
-    return Citation(kind="card", ref=card_id, section=section)
+    return Citation.card(card_id, section)
 
 
 def doc_citation(page: str, section: str = "", lines: tuple[int | None, int | None] | None = None) -> Citation:
     span = None
     if lines and lines[0]:
         span = (int(lines[0]), int(lines[1] or lines[0]))
-    return Citation(kind="doc", ref=page, section=section, lines=span)
+    return Citation.doc(page, section, span)
 
 
 def citation_from(entry: dict[str, Any]) -> Citation:

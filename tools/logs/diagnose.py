@@ -35,7 +35,6 @@ from rlmedic.tools.logs.metrics import MetricCollector, MetricEvent
 from rlmedic.tools.logs.signatures import (
     ROLE_RANK,
     Catalog,
-    SigFix,
     Signature,
     builtin_catalog,
 )
@@ -175,8 +174,7 @@ def _for_framework(items: list[Any], framework: str) -> list[Any]:
 def _card_fixes(card: Any, framework: str) -> list[Fix]:
     if card is None:
         return []
-    keep = {id(raw) for raw in _for_framework(list(card.fixes), framework)}
-    return [fix for raw, fix in zip(card.fixes, card.fix_objects(), strict=True) if id(raw) in keep]
+    return _for_framework(list(card.fixes), framework)
 
 
 def _fmt_number(value: Any) -> str:
@@ -235,23 +233,8 @@ def excerpt_lines(hit: Hit, before: int = EXCERPT_BEFORE, after: int = EXCERPT_A
 
 
 def _sig_fixes(sig: Signature, numbers: dict[str, Any], framework: str = "") -> list[Fix]:
-    cite = Citation(kind="doc", ref="rlmedic/tools/logs/signatures.yaml", section=sig.id)
-    out = []
-    for fx in _for_framework(sig.fixes, framework):
-        if not _when(fx.when, numbers):
-            continue
-        out.append(Fix(action=_render_fix(fx), key=fx.key or fx.flag, new=fx.value, why=fx.why, citation=cite))
-    return out
-
-
-def _render_fix(fx: SigFix) -> str:
-    setting = ""
-    if fx.key:
-        setting = f"{fx.key}={fx.value}" if fx.value is not None else fx.key
-    elif fx.flag:
-        setting = f"{fx.flag} {fx.value}" if fx.value is not None else fx.flag
-    text = fx.action.rstrip(".")
-    return f"{text} ({setting})" if setting and setting not in text else text
+    keep = {id(fix) for fix in _for_framework([fix for _when_, fix in sig.fixes], framework)}
+    return [fix for when, fix in sig.fixes if id(fix) in keep and _when(when, numbers)]
 
 
 @dataclass
@@ -390,7 +373,7 @@ class _Builder:
             summary += f". {sig.explain}"
         card = _card(card_id)
         fixes = _sig_fixes(sig, numbers, framework) + _card_fixes(card, framework)
-        citations = ([card.citation] if card else []) + [Citation(kind="log", ref=first.file, lines=(first.line, first.line))]
+        citations = ([card.citation] if card else []) + [Citation.log(first.file, first.line)]
         occurrences = [f"{h.file}:{h.line}" for h in hits[:MAX_OCCURRENCES]]
         evidence: dict[str, Any] = {
             "excerpt": excerpt_lines(first),
@@ -475,7 +458,7 @@ class _Builder:
             line=ev.line,
             evidence=evidence,
             fixes=_card_fixes(card, fw or ""),
-            citations=([card.citation] if card else []) + [Citation(kind="log", ref=info.name, lines=(ev.line, ev.line))],
+            citations=([card.citation] if card else []) + [Citation.log(info.name, ev.line)],
             card=ev.card,
         )
         return _Draft(finding, ROLE_RANK[role], self._when_key(ev.file_index, ev.line, None), fid, role)
@@ -537,7 +520,7 @@ class _Builder:
             line=line,
             evidence=evidence,
             fixes=_card_fixes(card, self.framework.get(info.index, "")),
-            citations=([card.citation] if card else []) + [Citation(kind="log", ref=info.name, lines=(line, line))],
+            citations=([card.citation] if card else []) + [Citation.log(info.name, line)],
             card="spot-interruption",
         )
         return _Draft(finding, ROLE_RANK["cause"], self._when_key(info.index, line, info.last_ts), "probable-interruption", "cause")

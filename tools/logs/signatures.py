@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from rlmedic.errors import UserError
-from rlmedic.types import CATEGORIES, SEVERITIES
+from rlmedic.types import CATEGORIES, SEVERITIES, Citation, Fix
 
 try:  # Python 3.11+: the parser lives in re._parser
     import re._parser as _sre_parse  # type: ignore[import-not-found]
@@ -56,17 +56,6 @@ class Literal:
         return tuple(dict.fromkeys((t, t.lower(), t.upper(), t.capitalize(), t.title(), t[:1].lower() + t[1:])))
 
 
-@dataclass(frozen=True)
-class SigFix:
-    action: str
-    key: str = ""
-    flag: str = ""
-    value: Any = None
-    framework: str = ""
-    why: str = ""
-    when: str = ""
-
-
 @dataclass
 class Signature:
     id: str
@@ -84,7 +73,7 @@ class Signature:
     extract: dict[str, list[re.Pattern[str]]] = field(default_factory=dict)
     detail: str = ""
     explain: str = ""
-    fixes: list[SigFix] = field(default_factory=list)
+    fixes: list[tuple[str, Fix]] = field(default_factory=list)  # (when, fix): the fix applies when ``when`` holds
     transient: bool = False
     examples: list[str] = field(default_factory=list)
     group_by: str = ""
@@ -222,6 +211,20 @@ def _compile_list(where: str, value: Any) -> list[re.Pattern[str]]:
     return [_compile(where, v) for v in value]
 
 
+def _fix(sid: str, fx: dict[str, Any]) -> Fix:
+    """A signature's fix, rendered once: the action with its key (or flag) and value, cited to the catalogue entry."""
+    key, flag, value = fx.get("key") or "", fx.get("flag") or "", fx.get("value")
+    setting = ""
+    if key:
+        setting = f"{key}={value}" if value is not None else key
+    elif flag:
+        setting = f"{flag} {value}" if value is not None else flag
+    text = str(fx["action"]).rstrip(".")
+    action = f"{text} ({setting})" if setting and setting not in text else text
+    return Fix(action=action, key=key or flag, new=value, why=fx.get("why") or "", framework=fx.get("framework") or "",
+               citations=(Citation.doc("rlmedic/tools/logs/signatures.yaml", sid),))
+
+
 def _parse_signature(raw: Any, where: str, order: int) -> Signature:
     if not isinstance(raw, dict):
         raise UserError(f"{where}: a signature must be a mapping")
@@ -276,7 +279,7 @@ def _parse_signature(raw: Any, where: str, order: int) -> Signature:
             fx = {"action": fx}
         if not isinstance(fx, dict) or not fx.get("action") or set(fx) - _FIX_KEYS:
             raise UserError(f"{where}: fix #{i + 1} needs an 'action' and only {', '.join(sorted(_FIX_KEYS))}")
-        fixes.append(SigFix(**{k: ("" if v is None and k != "value" else v) for k, v in fx.items()}))
+        fixes.append((str(fx.get("when") or ""), _fix(sid, fx)))
     if raw.get("group_by") and raw["group_by"] not in extract:
         raise UserError(f"{where}: group_by {raw['group_by']!r} must name an 'extract' entry")
     examples = raw.get("examples") or []
