@@ -30,7 +30,9 @@ def test_lint_config_json_shape_and_exit_code() -> None:
     problem = next(p for p in data["problems"] if p["rule"] == "areal-mb-tokens-cover-sequence")
     assert {"key", "message", "severity", "citation"} <= set(problem)
     assert problem["key"] == "actor.mb_spec.max_tokens_per_mb" and problem["severity"] == "error"
-    assert problem["citation"].startswith("card:oom-actor-train")
+    assert problem["citation"]["text"].startswith("card:oom-actor-train")
+    assert problem["citation"]["kind"] == "card" and problem["citation"]["ref"] == "oom-actor-train"
+    assert problem["citations"][0] == problem["citation"]
 
 
 def test_lint_config_clean_exit_zero_and_text() -> None:
@@ -55,14 +57,18 @@ def test_fix_config_json_contract(tmp_path: Path) -> None:
     assert set(data) >= {"valid", "problems", "changes", "output"}
     assert data["valid"] is False and data["fixed_valid"] is True
     assert data["output"] == str(out)
-    assert len(data["changes"]) == 1
-    change = data["changes"][0]
+    (change,) = data["changes"]
     assert {k: change[k] for k in ("key", "old", "new", "rule", "op")} == {
-        "key": "cluster.fileroot", "old": "./outputs/grpo", "new": "/workspace/outputs/grpo",
-        "rule": "areal-fileroot-absolute", "op": "set",
+        "key": "cluster.fileroot",
+        "old": "./outputs/grpo",
+        "new": "/workspace/outputs/grpo",
+        "rule": "areal-fileroot-absolute",
+        "op": "set",
     }
-    assert "persistent" in change["reason"] and change["citations"] and change["citations"][0] == change["citation"]
-    assert data["changes"][0]["citation"].startswith("card:checkpoints-not-on-persistent-volume")
+    assert "persistent storage" in change["reason"] and change["why"] == change["reason"]
+    assert change["citation"]["text"].startswith("card:checkpoints-not-on-persistent-volume")
+    assert change["citation"]["kind"] == "card" and change["citation"]["ref"] == "checkpoints-not-on-persistent-volume"
+    assert change["citations"][0] == change["citation"]
     assert "+  fileroot: /workspace/outputs/grpo" in data["diff"]
     assert "fileroot: /workspace/outputs/grpo" in out.read_text()
     assert (src.read_bytes(), src.stat().st_mtime_ns) == before

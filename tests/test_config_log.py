@@ -23,7 +23,7 @@ def test_training_oom_log_shrinks_micro_batches(tmp_path: Path) -> None:
     data = json.loads(result.stdout)
     assert data["phases"] == ["training"]
     assert [(c["key"], c["old"], c["new"]) for c in data["changes"]] == [("actor.mb_spec.max_tokens_per_mb", 10240, 2048)]
-    assert data["changes"][0]["citation"].startswith("card:oom-actor-train")
+    assert data["changes"][0]["citation"]["text"].startswith("card:oom-actor-train")
     assert "max_tokens_per_mb: 2048" in out.read_text()
 
 

@@ -27,8 +27,9 @@ from typing import Any
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
 from rlmedic.tools.config.editable import EditableText
-from rlmedic.tools.config.rules import Problem
+from rlmedic.tools.config.rules import config_finding
 from rlmedic.tools.citations import doc_citation
+from rlmedic.types import Finding
 
 DATA = Path(__file__).parent
 SCHEMA_PATH = DATA / "areal_schema.json"
@@ -556,10 +557,10 @@ def _suggest(name: str, candidates: list[str]) -> str | None:
     return matches[0] if matches else None
 
 
-def check_schema(config: ArealConfig, schema: dict[str, Any] | None = None) -> list[Problem]:
+def check_schema(config: ArealConfig, schema: dict[str, Any] | None = None) -> list[Finding]:
     """Unknown keys (with "did you mean"), removed keys, wrong types and invalid choices."""
     schema = schema or load_schema()
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     root = _scope(schema, tuple(schema["root_sections"]))
     _check_mapping(config, config.data, root, "", schema, problems)
     return problems
@@ -577,7 +578,7 @@ def _section_citation(schema: dict[str, Any], anchors: tuple[str, ...]) -> Any:
 
 
 def _check_mapping(
-    config: ArealConfig, node: Any, scope: Scope, prefix: str, schema: dict[str, Any], problems: list[Problem]
+    config: ArealConfig, node: Any, scope: Scope, prefix: str, schema: dict[str, Any], problems: list[Finding]
 ) -> None:
     for raw_key, value in node.items():
         key = str(raw_key)
@@ -590,7 +591,7 @@ def _check_mapping(
         plain = _plain(value)
         if not any(_type_ok(s, plain) for s in specs):
             problems.append(
-                Problem(
+                config_finding(
                     key=path,
                     message=f"{path} should be {_describe_type(spec)}, got {type(plain).__name__} {plain!r}",
                     severity="error",
@@ -604,7 +605,7 @@ def _check_mapping(
         if choices and isinstance(plain, str) and "${" not in plain and plain not in choices:
             close = _suggest(plain, list(choices))
             problems.append(
-                Problem(
+                config_finding(
                     key=path,
                     message=f"{path}: {plain!r} is not one of {', '.join(choices)}"
                     + (f"; did you mean {close!r}?" if close else ""),
@@ -640,13 +641,13 @@ def _field_citation(schema: dict[str, Any], scope: Scope, key: str) -> Any:
     return _section_citation(schema, scope.sections)
 
 
-def _unknown_key(config: ArealConfig, key: str, value: Any, path: str, scope: Scope, schema: dict[str, Any]) -> Problem:
+def _unknown_key(config: ArealConfig, key: str, value: Any, path: str, scope: Scope, schema: dict[str, Any]) -> Finding:
     line = config.line(path)
     citation = _section_citation(schema, scope.sections)
     top = "." not in path
     if key in scope.removed:
         replacement = scope.removed[key]
-        return Problem(
+        return config_finding(
             key=path,
             message=f"{path} was removed from AReaL; it is replaced by {_sibling(path, replacement)}",
             severity="error",
@@ -666,19 +667,19 @@ def _unknown_key(config: ArealConfig, key: str, value: Any, path: str, scope: Sc
             )
         else:
             message = f"{path} is not an AReaL option; did you mean {_sibling(path, close)!r}?"
-        return Problem(
+        return config_finding(
             key=path, message=message, severity="error", citation=citation, rule="schema-typo", line=line, suggestion=close
         )
     elsewhere = _known_elsewhere(key, schema)
     if elsewhere and not top:
         message = f"{path} is not an option of this section (it exists under {', '.join(elsewhere)})"
-        return Problem(key=path, message=message, severity="warning", citation=citation, rule="schema-misplaced", line=line)
+        return config_finding(key=path, message=message, severity="warning", citation=citation, rule="schema-misplaced", line=line)
     if top:
         message = (
             f"{path} is not in AReaL's config reference; fine only if your training script's config class defines it"
         )
-        return Problem(key=path, message=message, severity="info", citation=citation, rule="schema-unknown", line=line)
-    return Problem(
+        return config_finding(key=path, message=message, severity="info", citation=citation, rule="schema-unknown", line=line)
+    return config_finding(
         key=path,
         message=f"{path} is not in AReaL's config reference for this section; AReaL will reject it unless a custom config class adds it",
         severity="warning",

@@ -20,16 +20,16 @@ from rlmedic.tools.config.rules import (
     LONG_RUN_REQUEST_RETRIES,
     LONG_RUN_REQUEST_TIMEOUT,
     SPOT_RECOVER_FREQ_SECS,
-    Change,
     LintContext,
-    Problem,
     Rule,
     _float,
     _int,
     _sort,
     _table,
+    config_finding,
     parse_rules,
 )
+from rlmedic.types import Finding, Fix
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlmedic.tools.config.areal import ArealConfig
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rlmedic.tools.gpu.advice import ModelSpec
 
 
-CheckFn = Callable[[Any, "LintContext", Rule], list[Problem]]
+CheckFn = Callable[[Any, "LintContext", Rule], list[Finding]]
 CHECKS: dict[str, CheckFn] = {}
 
 
@@ -54,15 +54,15 @@ def load_rules(path: str | None = None) -> dict[str, Rule]:
     return parse_rules(CHECKS, path)
 
 
-def lint_areal(config: ArealConfig, ctx: LintContext | None = None, *, rules: dict[str, Rule] | None = None) -> list[Problem]:
+def lint_areal(config: ArealConfig, ctx: LintContext | None = None, *, rules: dict[str, Rule] | None = None) -> list[Finding]:
     """Schema check plus every AReaL rule."""
     from rlmedic.tools.config.areal import check_schema
 
     ctx = ctx or LintContext()
     problems = check_schema(config)
     if not config.data:  # the slime parser says the same of a script without flags
-        problems.append(Problem(key="", message="no settings found: the file is empty or only comments (is this the "
-                                "config the run uses?)", severity="warning", rule="areal-parse"))
+        problems.append(config_finding("", "no settings found: the file is empty or only comments (is this the "
+                                       "config the run uses?)", "warning", rule="areal-parse"))
     attach_schema_fixes(config, problems)
     for rule in (rules or load_rules()).values():
         if rule.framework == "areal":
@@ -70,7 +70,7 @@ def lint_areal(config: ArealConfig, ctx: LintContext | None = None, *, rules: di
     return _sort(problems)
 
 
-def lint_slime(launch: SlimeLaunch, ctx: LintContext | None = None, *, rules: dict[str, Rule] | None = None) -> list[Problem]:
+def lint_slime(launch: SlimeLaunch, ctx: LintContext | None = None, *, rules: dict[str, Rule] | None = None) -> list[Finding]:
     """Every slime rule over parsed launch arguments."""
     ctx = ctx or LintContext()
     problems = list(launch.problems)
@@ -87,32 +87,33 @@ def load_migrations(path: str | None = None) -> dict[str, Any]:
     return _table(path).get("migrations", {})
 
 
-def attach_schema_fixes(cfg: ArealConfig, problems: list[Problem]) -> None:
+def attach_schema_fixes(cfg: ArealConfig, problems: list[Finding]) -> None:
     """Give schema problems their fix: rename a typo, migrate a removed option, correct a choice."""
     migrations = load_migrations()
     for problem in problems:
         last = problem.key.rsplit(".", 1)[-1]
         if problem.rule == "schema-removed":
-            problem.changes = _migrate(cfg, problem, last, migrations.get(last))
+            problem.fixes = _migrate(cfg, problem, last, migrations.get(last))
         elif problem.rule == "schema-typo" and problem.suggestion:
             if problem.suggestion in migrations:
-                problem.changes = _migrate(cfg, problem, problem.suggestion, migrations[problem.suggestion])
+                problem.fixes = _migrate(cfg, problem, problem.suggestion, migrations[problem.suggestion])
             else:
-                problem.changes = [Change(problem.key, last, problem.suggestion, f"{problem.suggestion} is the AReaL option",
-                                          problem.citation, problem.rule, "rename", list(problem.citations))]
+                problem.fixes = [Fix(op="rename", key=problem.key, old=last, new=problem.suggestion,
+                                     why=f"{problem.suggestion} is the AReaL option", rule=problem.rule,
+                                     citations=tuple(problem.citations))]
         elif problem.rule == "schema-choice" and problem.suggestion:
-            problem.changes = [Change(problem.key, cfg.get(problem.key), problem.suggestion, "the closest allowed value",
-                                      problem.citation, problem.rule, "set", list(problem.citations))]
+            problem.fixes = [Fix(op="set", key=problem.key, old=cfg.get(problem.key), new=problem.suggestion,
+                                 why="the closest allowed value", rule=problem.rule, citations=tuple(problem.citations))]
 
 
-def _migrate(cfg: ArealConfig, problem: Problem, name: str, migration: dict[str, Any] | None) -> list[Change]:
+def _migrate(cfg: ArealConfig, problem: Finding, name: str, migration: dict[str, Any] | None) -> list[Fix]:
     if not migration:
         return []
     parent = problem.key.rsplit(".", 1)[0] if "." in problem.key else ""
     prefix = f"{parent}." if parent else ""
     value = _plain_value(cfg.get(problem.key))
-    cites = [citation_from(c) for c in migration.get("citations", [])] or list(problem.citations)
-    changes: list[Change] = []
+    cites = tuple(citation_from(c) for c in migration.get("citations", [])) or tuple(problem.citations)
+    changes: list[Fix] = []
     settings: dict[str, Any] | None = {}
     if "to" in migration:
         settings = {migration["to"]: value, **migration.get("also", {})}
@@ -123,9 +124,10 @@ def _migrate(cfg: ArealConfig, problem: Problem, name: str, migration: dict[str,
     for sub, new in (settings or {}).items():
         target = prefix + sub
         if not cfg.has(target):
-            changes.append(Change(target, None, new, f"replaces the removed {name}: {problem.key.rsplit('.', 1)[-1]} = {value!r}",
-                                  cites[0], problem.rule, "set", cites))
-    changes.append(Change(problem.key, value, None, f"{name} no longer exists in AReaL", cites[0], problem.rule, "delete", cites))
+            changes.append(Fix(op="set", key=target, new=new, rule=problem.rule, citations=cites,
+                               why=f"replaces the removed {name}: {problem.key.rsplit('.', 1)[-1]} = {value!r}"))
+    changes.append(Fix(op="delete", key=problem.key, old=value, why=f"{name} no longer exists in AReaL", rule=problem.rule,
+                       citations=cites))
     return changes
 
 
@@ -202,7 +204,7 @@ def areal_layout(cfg: ArealConfig) -> ArealLayout:
 
 
 @check("areal_mb_tokens_cover_sequence")
-def _areal_mb_tokens(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_mb_tokens(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     max_length = _int(cfg.get("train_dataset.max_length"))
     new_tokens = _int(cfg.get("gconfig.max_new_tokens"))
     if max_length is None or new_tokens is None:
@@ -233,7 +235,7 @@ _ENGINE_KEYS = ("rollout.backend", "actor.backend", "ref.backend", "critic.backe
 
 
 @check("areal_backend_syntax")
-def _areal_backend_syntax(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_backend_syntax(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     from rlmedic.tools.config.areal import parse_allocation_mode, parse_backend
 
     problems = []
@@ -263,7 +265,7 @@ def _areal_backend_syntax(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> lis
 
 
 @check("areal_allocation_mode_deprecated")
-def _areal_allocation_deprecated(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_allocation_deprecated(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     legacy = cfg.get("allocation_mode")
     if not isinstance(legacy, str) or not legacy.strip():
         return []
@@ -273,7 +275,7 @@ def _areal_allocation_deprecated(cfg: ArealConfig, ctx: LintContext, rule: Rule)
 
 
 @check("areal_backend_fits_cluster")
-def _areal_backend_fits(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_backend_fits(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     from rlmedic.tools.gpu.advice import snapshot_gpu_count
 
     layout = areal_layout(cfg)
@@ -282,7 +284,7 @@ def _areal_backend_fits(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[
     problems = []
     visible = snapshot_gpu_count(ctx.snapshot)
     per_node = layout.per_node
-    changes: list[Change] = []
+    changes: list[Fix] = []
     if visible is not None and layout.n_nodes == 1 and visible < per_node:
         changes.append(rule.change("cluster.n_gpus_per_node", per_node, visible,
                                    f"the GPU snapshot shows {visible} GPU(s) on this machine"))
@@ -296,7 +298,7 @@ def _areal_backend_fits(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[
     for spec, key in ((layout.rollout, layout.rollout_key), (layout.train, layout.train_key)):
         if spec is None or spec.world <= cluster:
             continue
-        fix: list[Change] = []
+        fix: list[Fix] = []
         inner = spec.world // spec.d
         if key != "allocation_mode" and inner <= cluster:
             new_d = max(1, cluster // inner)
@@ -315,7 +317,7 @@ _LEGACY_SP_KEYS = ("actor.fsdp.ulysses_sp_size", "fsdp.ulysses_sp_size")
 
 
 @check("areal_ulysses_sp_divisibility")
-def _areal_ulysses(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_ulysses(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     layout = areal_layout(cfg)
     model = areal_model(cfg, ctx)
     heads = model.heads if model else None
@@ -356,11 +358,11 @@ def _areal_ulysses(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Probl
 
 
 @check("areal_mem_fraction_range")
-def _areal_mem_fraction_range(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_mem_fraction_range(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     return _mem_fraction_range(cfg, "sglang.mem_fraction_static", " = ", ctx, rule)
 
 
-def _mem_fraction_range(config: Any, key: str, sep: str, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _mem_fraction_range(config: Any, key: str, sep: str, ctx: LintContext, rule: Rule) -> list[Finding]:
     """SGLang's static memory share (AReaL key or slime flag) must be a fraction; 85 means 0.85."""
     value = _float(config.get(key))
     if value is None or 0 < value < 1:
@@ -415,7 +417,7 @@ def colocation_report(cfg: ArealConfig, ctx: LintContext, *, mem_fraction: float
 
 
 @check("areal_colocated_memory")
-def _areal_colocated_memory(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_colocated_memory(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     layout = areal_layout(cfg)
     if not layout.colocated or not _sglang_rollout(layout):
         return []
@@ -423,7 +425,7 @@ def _areal_colocated_memory(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> l
     if fit is None or fit.fits:
         return []
     key = "sglang.mem_fraction_static"
-    changes: list[Change] = []
+    changes: list[Fix] = []
     if fit.max_mem_fraction is not None:
         changes.append(rule.change(key, fit.mem_fraction_static, fit.max_mem_fraction,
                                    f"largest share that leaves the trainer room on this GPU: {colocation_report(cfg, ctx, mem_fraction=fit.max_mem_fraction).reason}"))
@@ -441,7 +443,7 @@ def _areal_colocated_memory(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> l
 
 
 @check("areal_colocated_share")
-def _areal_colocated_share(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_colocated_share(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     from rlmedic.tools.config.areal import default_of
 
     layout = areal_layout(cfg)
@@ -461,7 +463,7 @@ def _areal_colocated_share(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> li
 
 
 @check("areal_attention_backend")
-def _areal_attention_backend(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_attention_backend(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     from rlmedic.tools.config.areal import default_of
     from rlmedic.tools.gpu.advice import attention_backend_advice
 
@@ -518,7 +520,7 @@ def _persistent_reason(ctx: LintContext) -> str:
 
 
 @check("areal_fileroot_absolute")
-def _areal_fileroot_absolute(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_fileroot_absolute(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     problems = []
     for key in _fileroot_keys(cfg):
         raw = cfg.get(key, resolve=False)
@@ -534,7 +536,7 @@ def _areal_fileroot_absolute(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> 
 
 
 @check("areal_fileroot_persistent")
-def _areal_fileroot_persistent(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_fileroot_persistent(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     key = "cluster.fileroot"
     raw = cfg.get(key, resolve=False)
     if not isinstance(raw, str) or "${" in raw or not (raw == "/tmp" or raw.startswith("/tmp/")):
@@ -548,7 +550,7 @@ def _areal_fileroot_persistent(cfg: ArealConfig, ctx: LintContext, rule: Rule) -
 
 
 @check("areal_weight_update_disk_shared")
-def _areal_weight_update_disk(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_weight_update_disk(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     if cfg.get("actor.weight_update_mode") != "disk" or (_int(cfg.get("cluster.n_nodes")) or 1) <= 1:
         return []
     root = cfg.get("cluster.fileroot")
@@ -564,7 +566,7 @@ _RECOVER_ON = ("auto", "on")
 
 
 @check("areal_recover_mode")
-def _areal_recover_mode(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_recover_mode(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     mode = cfg.get("recover.mode")
     if not cfg.has("recover") or str(mode) in _RECOVER_ON:
         return []
@@ -583,7 +585,7 @@ def _recover_enabled(cfg: ArealConfig) -> bool:
 
 
 @check("areal_recover_frequency")
-def _areal_recover_frequency(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_recover_frequency(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     if not _recover_enabled(cfg):
         return []
     freqs = [cfg.get(f"recover.freq_{u}") for u in ("epochs", "steps", "secs")]
@@ -597,7 +599,7 @@ def _areal_recover_frequency(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> 
 
 
 @check("areal_recover_epoch_only")
-def _areal_recover_epoch_only(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_recover_epoch_only(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     if not _recover_enabled(cfg):
         return []
     if cfg.get("recover.freq_epochs") is None or cfg.get("recover.freq_steps") is not None or cfg.get("recover.freq_secs") is not None:
@@ -610,7 +612,7 @@ def _areal_recover_epoch_only(cfg: ArealConfig, ctx: LintContext, rule: Rule) ->
 
 
 @check("areal_saver_frequency")
-def _areal_saver_frequency(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_saver_frequency(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     if not cfg.has("saver") or cfg.get("saver") is None:
         return []
     if any(cfg.get(f"saver.freq_{u}") is not None for u in ("epochs", "steps", "secs")):
@@ -622,7 +624,7 @@ def _areal_saver_frequency(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> li
 
 
 @check("areal_request_timeouts")
-def _areal_request_timeouts(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _areal_request_timeouts(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     from rlmedic.tools.config.areal import default_of
 
     if not cfg.has("rollout"):
@@ -651,7 +653,7 @@ def _areal_request_timeouts(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> l
 
 
 @check("slime_batch_arithmetic")
-def _slime_batch(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_batch(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     rbs = launch.get_int("--rollout-batch-size")
     n = launch.get_int("--n-samples-per-prompt")
     gbs = launch.get_int("--global-batch-size")
@@ -679,7 +681,7 @@ def _slime_batch(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Prob
 
 
 @check("slime_async_colocate")
-def _slime_async_colocate(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_async_colocate(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     if launch.entry != "train_async.py" or not launch.has("--colocate"):
         return []
     return [rule.problem(ctx, "--colocate", "train_async.py does not support --colocate: asynchronous training needs "
@@ -705,7 +707,7 @@ def slime_gpu_need(launch: SlimeLaunch) -> tuple[int, int, int, bool]:
 
 
 @check("slime_gpu_count")
-def _slime_gpu_count(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_gpu_count(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     from rlmedic.tools.gpu.advice import snapshot_gpu_count
 
     total = launch.cluster_gpus
@@ -736,7 +738,7 @@ def _slime_gpu_count(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[
 
 
 @check("slime_rollout_engine_size")
-def _slime_engine_size(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_engine_size(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     rollout = launch.get_int("--rollout-num-gpus")
     per_engine = launch.get_int("--rollout-num-gpus-per-engine")
     if not rollout or not per_engine or rollout % per_engine == 0:
@@ -749,7 +751,7 @@ def _slime_engine_size(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> lis
 
 
 @check("slime_max_tokens_needs_dynamic_batch")
-def _slime_max_tokens_dynamic(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_max_tokens_dynamic(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     if not launch.has("--max-tokens-per-gpu") or launch.has("--use-dynamic-batch-size"):
         return []
     return [rule.problem(ctx, "--use-dynamic-batch-size", "--max-tokens-per-gpu is set but has no effect without "
@@ -764,7 +766,7 @@ def _pow2_at_least(value: int) -> int:
 
 
 @check("slime_context_parallel")
-def _slime_context_parallel(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_context_parallel(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     max_tokens = launch.get_int("--max-tokens-per-gpu")
     resp = launch.get_int("--rollout-max-response-len")
     if not max_tokens or not resp or not launch.has("--use-dynamic-batch-size"):
@@ -790,7 +792,7 @@ SLIME_COLOCATED_MEM_FRACTION = 0.8
 
 
 @check("slime_colocate_mem_fraction")
-def _slime_colocate_mem(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_colocate_mem(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     if not launch.has("--colocate"):
         return []
     value = _float(launch.get("--sglang-mem-fraction-static"))
@@ -807,12 +809,12 @@ def _slime_colocate_mem(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> li
 
 
 @check("slime_mem_fraction_range")
-def _slime_mem_fraction_range(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_mem_fraction_range(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     return _mem_fraction_range(launch, "--sglang-mem-fraction-static", " ", ctx, rule)
 
 
 @check("slime_resume")
-def _slime_resume(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_resume(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     save = launch.get("--save")
     if not save:
         return []
@@ -828,7 +830,7 @@ def _slime_resume(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Pro
 
 
 @check("slime_save_interval")
-def _slime_save_interval(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_save_interval(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     if not launch.get("--save") or launch.has("--save-interval"):
         return []
     return [rule.problem(ctx, "--save-interval", "--save is set without --save-interval: no checkpoint is written "
@@ -838,7 +840,7 @@ def _slime_save_interval(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> l
 
 
 @check("slime_save_absolute")
-def _slime_save_absolute(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Problem]:
+def _slime_save_absolute(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     save = launch.get("--save")
     if not save or save.startswith("/") or "$" in save or _is_remote(save):
         return []

@@ -27,9 +27,9 @@ from typing import Any
 
 from rlmedic.confine import REDACTED, Confinement, redact, redact_value, write_new_text
 from rlmedic.errors import UserError
-from rlmedic.tools.config.rules import Change, LintContext, Problem, Remedy, load_remedies
+from rlmedic.tools.config.rules import LintContext, Remedy, load_remedies
 from rlmedic.tools.config.checks import lint_areal, lint_slime
-from rlmedic.types import Finding, severity_rank
+from rlmedic.types import Finding, Fix, severity_rank
 
 FIX_SEVERITIES = ("critical", "error", "warning")
 MAX_ROUNDS = 3
@@ -39,7 +39,7 @@ MAX_ROUNDS = 3
 class LintResult:
     path: str
     framework: str
-    problems: list[Problem]
+    problems: list[Finding]
 
     @property
     def valid(self) -> bool:
@@ -54,11 +54,11 @@ class LintResult:
 class FixResult:
     path: str
     framework: str
-    problems: list[Problem]  # found in the input
-    changes: list[Change]  # applied, in order
-    alternatives: list[Change] = field(default_factory=list)  # further remedies, not applied
-    actions: list[Change] = field(default_factory=list)  # things to do outside the config
-    remaining: list[Problem] = field(default_factory=list)  # problems the corrected config still has
+    problems: list[Finding]  # found in the input
+    changes: list[Fix]  # applied, in order
+    alternatives: list[Fix] = field(default_factory=list)  # further remedies, not applied
+    actions: list[Fix] = field(default_factory=list)  # things to do outside the config
+    remaining: list[Finding] = field(default_factory=list)  # problems the corrected config still has
     text: str = ""  # the corrected config, secrets and all (it is what -o writes); show ``diff`` instead
     diff: str = ""  # unified diff input -> corrected, redacted
     output: str | None = None
@@ -118,7 +118,7 @@ def load_config(path: str | os.PathLike[str], *, confinement: Confinement) -> tu
     return framework, parse_areal_config(text, str(path))
 
 
-def lint_parsed(framework: str, config: Any, ctx: LintContext) -> list[Problem]:
+def lint_parsed(framework: str, config: Any, ctx: LintContext) -> list[Finding]:
     return lint_slime(config, ctx) if framework == "slime" else lint_areal(config, ctx)
 
 
@@ -150,7 +150,7 @@ def findings_from_logs(paths: Iterable[str | os.PathLike[str]], *, confinement: 
 
 # --------------------------------------------------------------------------- remedies
 
-RemedyFn = Callable[[Any, LintContext, Remedy], "list[Change] | None"]
+RemedyFn = Callable[[Any, LintContext, Remedy], "list[Fix] | None"]
 REMEDIES: dict[str, RemedyFn] = {}
 
 
@@ -162,7 +162,7 @@ def remedy(name: str) -> Callable[[RemedyFn], RemedyFn]:
     return register
 
 
-def _action(remedy_: Remedy, reason: str) -> list[Change]:
+def _action(remedy_: Remedy, reason: str) -> list[Fix]:
     return [remedy_.change("", None, None, reason, op="action")]
 
 
@@ -176,7 +176,7 @@ def _num(value: Any) -> float | None:
 
 
 @remedy("kill-leftover-processes")
-def _r_kill(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_kill(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     snap = ctx.snapshot
     if snap is not None and snap.has_gpus:
         leftovers = snap.leftovers()
@@ -189,7 +189,7 @@ def _r_kill(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
                       "on one machine, `ray stop --force` on a Ray cluster (or save a snapshot with `rlmedic gpu --save`)")
 
 
-def _fsdp_switch(cfg: Any, r: Remedy, reason: str) -> list[Change] | None:
+def _fsdp_switch(cfg: Any, r: Remedy, reason: str) -> list[Fix] | None:
     """Turn on an FSDP-only option (None when it is on already or the trainer is not FSDP)."""
     if cfg.get(r.key) is True or not str(cfg.get("actor.backend") or "fsdp").startswith("fsdp"):
         return None
@@ -197,12 +197,12 @@ def _fsdp_switch(cfg: Any, r: Remedy, reason: str) -> list[Change] | None:
 
 
 @remedy("memory-efficient-load")
-def _r_mem_efficient_load(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_mem_efficient_load(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     return _fsdp_switch(cfg, r, "load weights on CPU and broadcast after sharding, lowering peak memory at start-up")
 
 
 @remedy("reduce-concurrent-rollouts")
-def _r_concurrent(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_concurrent(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     key = r.key if cfg.has(r.key) else ("max_concurrent_rollouts" if cfg.has("max_concurrent_rollouts") else r.key)
     value = _num(cfg.get(key))
     if value is None or value <= 1:
@@ -212,7 +212,7 @@ def _r_concurrent(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 
 @remedy("rollout-tensor-parallel")
-def _r_rollout_tp(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_rollout_tp(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     from rlmedic.tools.config.areal import parse_backend
 
     raw = cfg.get(r.key)
@@ -230,7 +230,7 @@ def _r_rollout_tp(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 
 @remedy("lower-mem-fraction")
-def _r_lower_mem_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_lower_mem_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     from rlmedic.tools.config.areal import default_of
 
     value = _num(cfg.get(r.key))
@@ -242,7 +242,7 @@ def _r_lower_mem_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change]
 
 
 @remedy("min-tokens-per-mb")
-def _r_min_tokens(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_min_tokens(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     length, new_tokens = _num(cfg.get("train_dataset.max_length")), _num(cfg.get("gconfig.max_new_tokens"))
     value = _num(cfg.get(r.key))
     if length is None or new_tokens is None or value is None:
@@ -254,14 +254,14 @@ def _r_min_tokens(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 
 @remedy("gradient-checkpointing")
-def _r_grad_ckpt(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_grad_ckpt(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     if cfg.get(r.key) is True:
         return None
     return [r.change(r.key, cfg.get(r.key), True, "recompute activations in the backward pass instead of storing them")]
 
 
 @remedy("ulysses-context-parallel")
-def _r_ulysses(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_ulysses(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     from rlmedic.tools.config.areal import parse_backend
     from rlmedic.tools.config.checks import areal_model
 
@@ -281,19 +281,19 @@ def _r_ulysses(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 
 @remedy("per-layer-optim-step")
-def _r_per_layer(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_per_layer(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     return _fsdp_switch(cfg, r, "stream optimizer states layer by layer instead of holding them all on the GPU")
 
 
 @remedy("lightweight-optimizer")
-def _r_optimizer(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_optimizer(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     if cfg.get(r.key) not in ("adam", None) or cfg.get("actor.optimizer") is None:
         return None
     return [r.change(r.key, cfg.get(r.key), "adam_bf16", "bf16 optimizer states use half the memory of fp32 Adam")]
 
 
 @remedy("disk-weight-update")
-def _r_disk_update(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_disk_update(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     if cfg.get(r.key) == "disk":
         return None
     return [r.change(r.key, cfg.get(r.key), "disk", "send weights through cluster.fileroot instead of NCCL buffers "
@@ -301,12 +301,12 @@ def _r_disk_update(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None
 
 
 @remedy("smaller-weight-chunks")
-def _r_chunks(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_chunks(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     return _action(r, r.action)
 
 
 @remedy("more-worker-memory")
-def _r_worker_mem(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_worker_mem(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     value = _num(cfg.get(r.key))
     if value is None or cfg.get(r.key, resolve=False) != cfg.get(r.key):
         return None
@@ -315,7 +315,7 @@ def _r_worker_mem(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 
 @remedy("colocated-mem-fraction")
-def _r_colocated_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_colocated_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     from rlmedic.tools.config.areal import default_of
     from rlmedic.tools.config.checks import colocation_report
 
@@ -333,7 +333,7 @@ def _r_colocated_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change]
 
 
 @remedy("request-timeouts")
-def _r_timeouts(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_timeouts(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     from rlmedic.tools.config.rules import LONG_RUN_REQUEST_RETRIES, LONG_RUN_REQUEST_TIMEOUT
 
     out = []
@@ -351,7 +351,7 @@ def _r_timeouts(cfg: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
 
 
 @remedy("slime-lower-mem-fraction")
-def _r_slime_mem(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_slime_mem(launch: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     value = _num(launch.get(r.flag))
     if value is None:
         return [r.change(r.flag, None, 0.7, "SGLang's default share is too large here; slime's examples use 0.7", op="add_flag")]
@@ -361,7 +361,7 @@ def _r_slime_mem(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | Non
 
 
 @remedy("slime-more-gpus-per-engine")
-def _r_slime_tp(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_slime_tp(launch: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     per = launch.get_int(r.flag) or 1
     total = launch.get_int("--rollout-num-gpus")
     if total is None and launch.has("--colocate"):
@@ -372,7 +372,7 @@ def _r_slime_tp(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None
 
 
 @remedy("slime-max-tokens-per-gpu")
-def _r_slime_max_tokens(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_slime_max_tokens(launch: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     resp = launch.get_int("--rollout-max-response-len")
     cp = launch.get_int("--context-parallel-size") or 1
     value = launch.get_int(r.flag)
@@ -389,7 +389,7 @@ def _r_slime_max_tokens(launch: Any, ctx: LintContext, r: Remedy) -> list[Change
 
 
 @remedy("slime-recompute-activations")
-def _r_slime_recompute(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_slime_recompute(launch: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     if launch.has("--recompute-granularity") or launch.has("--recompute-activations"):
         return None
     reason = "recompute activations in the backward pass (Megatron recomputation)"
@@ -399,7 +399,7 @@ def _r_slime_recompute(launch: Any, ctx: LintContext, r: Remedy) -> list[Change]
 
 
 @remedy("slime-context-parallel-size")
-def _r_slime_cp(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_slime_cp(launch: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     cp = launch.get_int(r.flag) or 1
     tp = launch.get_int("--tensor-model-parallel-size") or 1
     pp = launch.get_int("--pipeline-model-parallel-size") or 1
@@ -410,7 +410,7 @@ def _r_slime_cp(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None
 
 
 @remedy("slime-colocated-mem-fraction")
-def _r_slime_colocated(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_slime_colocated(launch: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     value = _num(launch.get(r.flag))
     if value is not None and value <= 0.4:
         return None
@@ -419,7 +419,7 @@ def _r_slime_colocated(launch: Any, ctx: LintContext, r: Remedy) -> list[Change]
 
 
 @remedy("slime-fault-tolerance")
-def _r_slime_ft(launch: Any, ctx: LintContext, r: Remedy) -> list[Change] | None:
+def _r_slime_ft(launch: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     if launch.has(r.flag):
         return None
     return [r.change(r.flag, None, True, "restart crashed SGLang engines instead of failing the run", op="add_flag")]
@@ -451,7 +451,7 @@ def _near(launch: Any, flag: str) -> str | None:
     return related[-1] if related else None
 
 
-def apply_changes(framework: str, config: Any, changes: list[Change]) -> None:
+def apply_changes(framework: str, config: Any, changes: list[Fix]) -> None:
     """Apply changes in order to a parsed config (text patches)."""
     for change in changes:
         if framework == "slime":
@@ -470,12 +470,12 @@ def apply_changes(framework: str, config: Any, changes: list[Change]) -> None:
                 config.set(change.key, change.new)
 
 
-def _remedy_changes(framework: str, config: Any, ctx: LintContext) -> tuple[list[Change], list[Change], list[Change]]:
+def _remedy_changes(framework: str, config: Any, ctx: LintContext) -> tuple[list[Fix], list[Fix], list[Fix]]:
     """(applied, alternatives, actions) from the log's failure phases."""
     table = load_remedies().get(framework, {})
-    applied: list[Change] = []
-    alternatives: list[Change] = []
-    actions: list[Change] = []
+    applied: list[Fix] = []
+    alternatives: list[Fix] = []
+    actions: list[Fix] = []
     for phase in ctx.phases:
         chosen = False
         for entry in table.get(phase, []):
@@ -500,15 +500,15 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
     """Choose, apply and verify changes on an already parsed config (the input object is left untouched)."""
     problems = lint_parsed(framework, config, ctx)
     remedy_applied, alternatives, actions = _remedy_changes(framework, config, ctx)
-    chosen: list[Change] = []
+    chosen: list[Fix] = []
     seen: set[str] = set()
-    for change in remedy_applied + [c for p in problems if p.severity in FIX_SEVERITIES for c in p.changes]:
+    for change in remedy_applied + [c for p in problems if p.severity in FIX_SEVERITIES for c in p.fixes]:
         if change.key in seen:
             continue
         seen.add(change.key)
         chosen.append(change)
     work = config.copy() if framework == "areal" else _copy_launch(config)
-    applied: list[Change] = []
+    applied: list[Fix] = []
     # Fixes can expose new problems (fewer GPUs -> SGLang and trainer now share one): re-lint and
     # fix again, a few rounds at most, never touching a key twice.
     for _round in range(MAX_ROUNDS):
@@ -516,8 +516,7 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
             try:
                 apply_changes(framework, work, [change])
             except UserError as exc:
-                actions.append(Change(change.key, change.old, change.new, f"apply by hand: {exc}", change.citation,
-                                      change.rule, "action", change.citations))
+                actions.append(change.model_copy(update={"op": "action", "why": f"apply by hand: {exc}"}))
                 continue
             applied.append(change)
         remaining = lint_parsed(framework, work, ctx)
@@ -525,7 +524,7 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
         for problem in remaining:
             if problem.severity not in FIX_SEVERITIES:
                 continue
-            for change in problem.changes:
+            for change in problem.fixes:
                 if change.key not in seen:
                     seen.add(change.key)
                     chosen.append(change)

@@ -1,4 +1,4 @@
-"""Config rules: the declarative table (``config_rules.yaml``), the result types, the lint context.
+"""Config rules: the declarative table (``config_rules.yaml``), its entry types, the lint context.
 
 The table holds each rule's id, severity, summary and citations, and the remedies per
 failure phase; :mod:`rlmedic.tools.config.checks` holds the code that computes a rule's
@@ -8,7 +8,7 @@ message and proposed change; :mod:`rlmedic.tools.config.fix` applies the changes
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from rlmedic.errors import UserError
 from rlmedic.tools.citations import citation_from
-from rlmedic.types import Citation, Finding, Fix, severity_rank
+from rlmedic.types import Citation, Finding, Fix, FixOp, severity_rank
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlmedic.confine import Confinement
@@ -33,89 +33,16 @@ LONG_RUN_REQUEST_TIMEOUT = 7200
 LONG_RUN_REQUEST_RETRIES = 5
 
 
-@dataclass
-class Change:
-    """One edit: ``op`` is set (key/flag -> new), delete, rename (new = new name), add_flag or remove_flag."""
-
-    key: str
-    old: Any
-    new: Any
-    reason: str
-    citation: Citation | None = None
-    rule: str = ""
-    op: str = "set"
-    citations: list[Citation] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "old": self.old,
-            "new": self.new,
-            "reason": self.reason,
-            "citation": str(self.citation) if self.citation else None,
-            "citations": [str(c) for c in (self.citations or ([self.citation] if self.citation else []))],
-            "rule": self.rule,
-            "op": self.op,
-        }
-
-    def to_fix(self) -> Fix:
-        if self.op == "delete" or self.op == "remove_flag":
-            action = f"remove {self.key}"
-        elif self.op == "rename":
-            action = f"rename {self.key} to {self.new}"
-        else:
-            action = f"set {self.key} to {self.new}" + (f" (was {self.old})" if self.old is not None else "")
-        return Fix(action=action, key=self.key, old=self.old, new=self.new, why=self.reason, citation=self.citation)
-
-
-@dataclass
-class Problem:
-    """A rule or schema violation, with the change that would fix it (if there is one)."""
-
-    key: str
-    message: str
-    severity: str
-    citation: Citation | None = None
-    rule: str = ""
-    line: int | None = None
-    suggestion: str = ""
-    changes: list[Change] = field(default_factory=list)
-    citations: list[Citation] = field(default_factory=list)
-
-    @property
-    def fixable(self) -> bool:
-        return bool(self.changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        cites = self.citations or ([self.citation] if self.citation else [])
-        return {
-            "key": self.key,
-            "message": self.message,
-            "severity": self.severity,
-            "citation": str(self.citation) if self.citation else None,
-            "citations": [str(c) for c in cites],
-            "rule": self.rule,
-            "line": self.line,
-            "suggestion": self.suggestion or None,
-            "fixable": self.fixable,
-        }
-
-    def to_finding(self, file: str = "") -> Finding:
-        """The shared vocabulary: a Finding for renderers and the agent."""
-        cites = self.citations or ([self.citation] if self.citation else [])
-        card = next((c.ref for c in cites if c.kind == "card"), "")
-        return Finding(
-            id=f"config:{self.rule or 'schema'}:{self.key}",
-            category="config_constraint",
-            severity=self.severity,  # type: ignore[arg-type]
-            summary=self.message,
-            file=file,
-            line=self.line,
-            evidence={"key": self.key, "rule": self.rule},
-            fixes=[c.to_fix() for c in self.changes],
-            citations=cites,
-            card=card,
-        )
+def config_finding(key: str, message: str, severity: str, *, rule: str = "", line: int | None = None,
+                   suggestion: str = "", citation: Citation | None = None, citations: Iterable[Citation] = (),
+                   fixes: Iterable[Fix] = ()) -> Finding:
+    """A rule or schema violation as a Finding: ``key`` is the config key or flag, ``fixes`` the edits that resolve it."""
+    cites = list(citations) or ([citation] if citation else [])
+    return Finding(
+        id=f"config:{rule or 'schema'}:{key}", category="config_constraint", severity=severity,  # type: ignore[arg-type]
+        summary=message, key=key, rule=rule, line=line, suggestion=suggestion, fixes=list(fixes), citations=cites,
+        card=next((c.ref for c in cites if c.kind == "card"), ""),
+    )
 
 
 # --------------------------------------------------------------------------- the table
@@ -131,9 +58,9 @@ class _Cited:
     def citation(self) -> Citation | None:
         return self.citations[0] if self.citations else None
 
-    def change(self, key: str, old: Any, new: Any, reason: str, op: str = "set") -> Change:
-        return Change(key=key, old=old, new=new, reason=reason, citation=self.citation, rule=self.id, op=op,
-                      citations=list(self.citations))
+    def change(self, key: str, old: Any, new: Any, reason: str, op: FixOp = "set") -> Fix:
+        """An edit this rule or remedy proposes, stamped with its id and citations."""
+        return Fix(key=key, old=old, new=new, why=reason, rule=self.id, op=op, citations=self.citations)
 
 
 @dataclass(frozen=True)
@@ -152,15 +79,11 @@ class Rule(_Cited):
         return self.spot_severity if (self.spot_severity and ctx.is_spot) else self.severity
 
     def problem(self, ctx: LintContext, key: str, message: str, *, line: int | None = None,
-                changes: list[Change] | None = None, severity: str | None = None) -> Problem:
-        for change in changes or []:
-            change.rule = change.rule or self.id
-            change.citation = change.citation or self.citation
-            change.citations = change.citations or list(self.citations)
-        return Problem(
-            key=key, message=message, severity=severity or self.severity_for(ctx), citation=self.citation,
-            rule=self.id, line=line, changes=list(changes or []), citations=list(self.citations),
-        )
+                changes: list[Fix] | None = None, severity: str | None = None) -> Finding:
+        fixes = [c.model_copy(update={"rule": c.rule or self.id, "citations": c.citations or self.citations})
+                 for c in changes or []]
+        return config_finding(key, message, severity or self.severity_for(ctx), rule=self.id, line=line,
+                              citations=self.citations, fixes=fixes)
 
 
 @dataclass(frozen=True)
@@ -310,5 +233,5 @@ def _float(value: Any) -> float | None:
         return None
 
 
-def _sort(problems: list[Problem]) -> list[Problem]:
+def _sort(problems: list[Finding]) -> list[Finding]:
     return sorted(problems, key=lambda p: (severity_rank(p.severity), p.line or 0, p.key))

@@ -29,7 +29,8 @@ from typing import Any
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
 from rlmedic.tools.config.editable import EditableText
-from rlmedic.tools.config.rules import Problem
+from rlmedic.tools.config.rules import config_finding
+from rlmedic.types import Finding
 
 TRAIN_ENTRIES = ("train_async.py", "train.py")
 _ARRAY_REF = re.compile(r'^"?\$\{(\w+)\[[@*]\]\}"?$')
@@ -250,7 +251,7 @@ class SlimeLaunch(EditableText):
     array_values: dict[str, list[str]] = field(default_factory=dict)  # array items expanded when they were assigned
     _history: list[tuple[str, Token, str]] = field(default_factory=list, repr=False)  # (name, token, value) in order
     cluster_gpus: int | None = None  # from `ray start --head ... --num-gpus N` on a one-node script
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.text:
@@ -310,7 +311,7 @@ class SlimeLaunch(EditableText):
         if command is None:
             command = loose
             if not any(t.value.startswith("--") for t, _s, _r in command):
-                self.problems.append(Problem(key="", message="no slime flags found (expected a train.py/train_async.py "
+                self.problems.append(config_finding(key="", message="no slime flags found (expected a train.py/train_async.py "
                                              "command or a list of --flags)", severity="warning", rule="slime-parse"))
         self.flags = _collect_flags(command, self)
         if ray_gpus is not None and (self.get_int("--actor-num-nodes") or 1) == 1:
