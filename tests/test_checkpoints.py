@@ -126,6 +126,9 @@ def test_step_188_before_step(tmp_path: Path) -> None:
     assert any("not before step 188" in n for n in plan.notes)
     data = report.to_dict()
     assert [c["step"] for c in data["checkpoints"]] == [49, 99, 149] and data["all_checkpoints"] == 5
+    cites = recovery_plan(report).to_dict()["citations"]
+    assert [c["text"] for c in cites] == [str(c) for c in plan.citations] and cites[0]["kind"] == "card"
+    assert any(c["kind"] == "doc" and c["ref"] == "AReaL docs/en/reference/checkpointing.md" for c in cites)
 
 
 def test_plan_lists_what_differs_in_the_new_config(tmp_path: Path) -> None:
@@ -151,6 +154,9 @@ def test_name_filters_and_mismatch_hints(tmp_path: Path) -> None:
     assert "did you mean experiment 'gsm8k-grpo-cloud-1hour'" in issue.message
     assert issue.citation.ref == "recovery-config-changed"
     assert any(i.id == "no-checkpoints" for i in report.issues)
+    data = next(i for i in report.to_dict()["issues"] if i["id"] == "name-mismatch")
+    assert data["message"] == issue.message and data["severity"] == issue.severity
+    assert data["citation"]["ref"] == "recovery-config-changed" and data["citation"]["text"] == str(issue.citation)
 
 
 def test_damaged_areal_checkpoints(tmp_path: Path) -> None:

@@ -114,7 +114,11 @@ def test_unattributed_memory_is_reported() -> None:
 def test_advice_as_findings() -> None:
     from rlmedic.types import CATEGORIES
 
-    findings = [a.to_finding() for a in gpu_advice(load_snapshot(GPU / "a40_leftovers.json", confinement=ANYWHERE))]
+    findings = gpu_advice(load_snapshot(GPU / "a40_leftovers.json", confinement=ANYWHERE))
     assert all(f.category in CATEGORIES for f in findings)
-    leftover = next(f for f in findings if f.id == "gpu:leftover-process:0")
+    leftover = next(f for f in findings if f.id == "leftover-process" and f.evidence["gpu"] == 0)
     assert leftover.card == "oom-initialization" and "kill 4121" in leftover.fixes[0].action
+    assert leftover.evidence["pid"] == 4121 and leftover.fixes[0].citations == (leftover.citation,)
+    data = leftover.to_dict()
+    assert data["citations"][0]["kind"] == "card" and data["citations"][0]["text"].startswith("card:oom-initialization (")
+    assert data["fixes"] == [str(leftover.fixes[0])] and data["message"] == leftover.message

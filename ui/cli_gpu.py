@@ -78,8 +78,8 @@ def render(snap: Any, advice: list[Any]) -> str:
         lines.append("")
         for a in advice:
             lines.append(f"{a.severity}: {a.message}")
-            if a.action:
-                lines.append(f"    do: {a.action}")
+            if a.fixes:
+                lines.append(f"    do: {a.fixes[0]}")
             if a.citation:
                 lines.append(f"    see: {a.citation}")
     return "\n".join(lines)

@@ -31,7 +31,7 @@ from typing import Any
 from rlmedic.confine import Confinement, FileEntry, redact_value
 from rlmedic.errors import UserError
 from rlmedic.tools.citations import card_citation, doc_citation
-from rlmedic.types import Citation, Finding
+from rlmedic.types import Citation, Finding, cite_dicts
 
 AREAL_STEP_DIR = re.compile(r"^epoch(\d+)epochstep(\d+)globalstep(\d+)$")
 MEGATRON_ITER_DIR = re.compile(r"^iter_(\d{7})$")
@@ -44,22 +44,11 @@ DCP_SHARD = re.compile(r"^__(\d+)_(\d+)\.distcp$")
 EPHEMERAL_FS = {"overlay", "overlayfs", "tmpfs", "aufs", "ramfs"}
 
 
-@dataclass
-class Issue:
-    id: str
-    severity: str
-    message: str
-    path: str = ""
-    citation: Citation | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "severity": self.severity, "message": self.message, "path": self.path,
-                "citation": str(self.citation) if self.citation else None}
-
-    def to_finding(self) -> Finding:
-        return Finding(id=f"checkpoints:{self.id}", category="checkpoint_recovery", severity=self.severity,  # type: ignore[arg-type]
-                       summary=self.message, file=self.path, citations=[self.citation] if self.citation else [],
-                       card=self.citation.ref if self.citation and self.citation.kind == "card" else "")
+def checkpoint_issue(id: str, severity: str, message: str, path: str = "", citation: Citation | None = None) -> Finding:
+    """Something wrong with the checkpoints or their storage, as a Finding (``file`` is the path concerned)."""
+    return Finding(id=id, category="checkpoint_recovery", severity=severity, summary=message,  # type: ignore[arg-type]
+                   file=path, citations=[citation] if citation else [],
+                   card=citation.ref if citation and citation.kind == "card" else "")
 
 
 @dataclass
@@ -127,7 +116,7 @@ class RecoveryPlan:
             "keep_unchanged": self.keep_unchanged,
             "differences": self.differences,
             "notes": self.notes,
-            "citations": [str(c) for c in self.citations],
+            "citations": cite_dicts(self.citations),
         }
 
 
@@ -136,7 +125,7 @@ class CheckpointReport:
     root: str
     layout: str  # areal | slime | hf | unknown | empty
     checkpoints: list[Checkpoint] = field(default_factory=list)
-    issues: list[Issue] = field(default_factory=list)
+    issues: list[Finding] = field(default_factory=list)
     tracker_iteration: int | None = None
     tracker_release: bool = False  # a tracker reads "release": the checkpoint is {save}/release/
     before_step: int | None = None
@@ -203,12 +192,12 @@ def mount_for(path: str | os.PathLike[str], mounts: list[Mount]) -> Mount | None
     return best
 
 
-def storage_issues(root_as_given: str, resolved: Path, mounts: list[Mount] | None) -> list[Issue]:
+def storage_issues(root_as_given: str, resolved: Path, mounts: list[Mount] | None) -> list[Finding]:
     """Relative roots and roots on the container disk / tmpfs (lost with the machine)."""
     cite = card_citation("checkpoints-not-on-persistent-volume")
     issues = []
     if not os.path.isabs(os.path.expanduser(root_as_given)):
-        issues.append(Issue("relative-root", "warning",
+        issues.append(checkpoint_issue("relative-root", "warning",
                             f"{root_as_given!r} is a relative path (resolves to {resolved}); a relative fileroot or --save "
                             "follows the launch directory, typically the container disk. Use an absolute path on a "
                             "mounted volume.", str(resolved), cite))
@@ -217,11 +206,11 @@ def storage_issues(root_as_given: str, resolved: Path, mounts: list[Mount] | Non
     if mount is not None and (
         mount.fstype in EPHEMERAL_FS or (mount.mountpoint == "/" and mount.fstype not in ("ext4", "xfs", "btrfs", "zfs"))
     ):
-        issues.append(Issue("ephemeral-storage", "warning",
+        issues.append(checkpoint_issue("ephemeral-storage", "warning",
                             f"{resolved} lies on {mount.mountpoint} ({mount.fstype}), the container's own disk, not a "
                             "mounted volume: it is lost when the pod or spot instance goes away.", str(resolved), cite))
     elif under_tmp and (mount is None or not mount.mountpoint.startswith("/tmp")):
-        issues.append(Issue("ephemeral-storage", "warning", f"{resolved} is under /tmp: cleaned on reboot and lost with "
+        issues.append(checkpoint_issue("ephemeral-storage", "warning", f"{resolved} is under /tmp: cleaned on reboot and lost with "
                             "the machine; keep checkpoints on a mounted volume.", str(resolved), cite))
     return issues
 
@@ -315,7 +304,7 @@ def list_checkpoints(
     report = CheckpointReport(root=str(resolved), layout="unknown", before_step=before_step, truncated=walk.truncated)
     report.issues += storage_issues(root_text, resolved, mounts)
     if walk.truncated:
-        report.issues.append(Issue("truncated", "warning", f"stopped after {max_entries} entries; point at a deeper directory",
+        report.issues.append(checkpoint_issue("truncated", "warning", f"stopped after {max_entries} entries; point at a deeper directory",
                                    str(resolved)))
 
     areal = _scan_areal(walk.files, walk.dirs, confinement, report)
@@ -342,19 +331,19 @@ def list_checkpoints(
     report.checkpoints = sorted(ckpts, key=lambda c: (c.step if c.step is not None else -1, c.kind, c.path))
     for c in report.checkpoints:
         for problem in c.issues:
-            report.issues.append(Issue("damaged-checkpoint", "error" if c.kind in ("areal_recover", "megatron") else "warning",
+            report.issues.append(checkpoint_issue("damaged-checkpoint", "error" if c.kind in ("areal_recover", "megatron") else "warning",
                                        f"{c.path}: {problem}", c.path,
                                        card_citation("recover-checkpoint-invalid" if c.kind == "areal_recover" else "recovery-checkpoint-missing")))
     if not report.checkpoints:
         if report.layout == "unknown":
             report.layout = "empty"
-        report.issues.append(Issue("no-checkpoints", "error",
+        report.issues.append(checkpoint_issue("no-checkpoints", "error",
                                    f"no checkpoints under {resolved}" + (f" before step {before_step}" if before_step else "")
                                    + ": check fileroot, the user the run ran as (often root), experiment_name/trial_name, "
                                    "and that the volume is mounted", str(resolved), card_citation("no-checkpoints-found")))
     elif before_step is not None and not report.selected():
         earliest = next((c.step for c in report.checkpoints if c.step is not None), report.checkpoints[0].step)
-        report.issues.append(Issue("none-before-step", "error",
+        report.issues.append(checkpoint_issue("none-before-step", "error",
                                    f"{len(report.checkpoints)} checkpoint(s), but none before step {before_step} "
                                    f"(earliest: step {earliest})", str(resolved),
                                    card_citation("no-checkpoints-found")))
@@ -375,14 +364,14 @@ def _mark_unreadable(ckpts: list[Checkpoint], unreadable: list[Path], report: Ch
                         + ": its contents were not checked; run as the user that wrote the checkpoints (often root)"]
     rest = [u for u in unreadable if u not in owned]
     if rest:
-        report.issues.append(Issue(
+        report.issues.append(checkpoint_issue(
             "unreadable", "warning",
             f"{len(rest)} path(s) could not be read, so checkpoints under them may be missing from this list: "
             + ", ".join(map(str, rest[:5])) + (" ..." if len(rest) > 5 else "")
             + "; run as the user that wrote them (often root)", str(rest[0]), card_citation("no-checkpoints-found")))
 
 
-def _name_mismatch(experiment: str | None, trial: str | None, seen: dict[str, list[str]]) -> Issue:
+def _name_mismatch(experiment: str | None, trial: str | None, seen: dict[str, list[str]]) -> Finding:
     import difflib
 
     wanted = f"experiment {experiment!r}" if experiment else ""
@@ -398,7 +387,7 @@ def _name_mismatch(experiment: str | None, trial: str | None, seen: dict[str, li
         if close:
             hints.append(f"did you mean trial {close[0]!r}?")
     listing = "; ".join(f"{e}: {', '.join(ts)}" for e, ts in sorted(seen.items()))
-    return Issue("name-mismatch", "error",
+    return checkpoint_issue("name-mismatch", "error",
                  f"no checkpoints for {wanted}. Found: {listing or 'none'}. " + " ".join(hints)
                  + " Recovery needs the exact experiment_name and trial_name of the interrupted run.",
                  citation=card_citation("recovery-config-changed"))
@@ -481,39 +470,39 @@ def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confine
         save_dir = tracker.path.parent
         text = texts[tracker.path]
         if isinstance(text, UserError):
-            report.issues.append(Issue("tracker-unreadable", "error", str(text), str(tracker.path), card_citation("megatron-tracker-file")))
+            report.issues.append(checkpoint_issue("tracker-unreadable", "error", str(text), str(tracker.path), card_citation("megatron-tracker-file")))
             continue
         iters = sorted(c.step for c in out if Path(c.path).parent == save_dir and c.step is not None)
         if text == MEGATRON_RELEASE:
             report.tracker_release = True
             release = save_dir / MEGATRON_RELEASE
             if not any(Path(c.path) == release for c in out):
-                report.issues.append(Issue("tracker-missing-release", "error",
+                report.issues.append(checkpoint_issue("tracker-missing-release", "error",
                                            f"{TRACKER} says release but {release}/ does not exist (present: "
                                            f"{', '.join(map(str, iters)) or 'none'}); Megatron loads a release "
                                            "checkpoint from release/", str(tracker.path),
                                            card_citation("megatron-tracker-file")))
             if iters:
-                report.issues.append(Issue("tracker-behind", "warning",
+                report.issues.append(checkpoint_issue("tracker-behind", "warning",
                                            f"iter_{iters[-1]:07d}/ exists but the tracker says release: --load loads "
                                            f"release/ (weights only, from iteration 0); use --ckpt-step {iters[-1]} "
                                            "only after checking that directory", str(tracker.path),
                                            card_citation("megatron-tracker-file")))
             continue
         if not text.isdigit() or len(text) > 9:  # iteration numbers are written as iter_%07d
-            report.issues.append(Issue("tracker-invalid", "error", f"{tracker.path}: {text[:40]!r} is not an iteration number; "
+            report.issues.append(checkpoint_issue("tracker-invalid", "error", f"{tracker.path}: {text[:40]!r} is not an iteration number; "
                                        "Megatron cannot resume", str(tracker.path), card_citation("megatron-tracker-file")))
             continue
         iteration = int(text)
         report.tracker_iteration = iteration
         if iteration not in iters:
-            report.issues.append(Issue("tracker-missing-iter", "error",
+            report.issues.append(checkpoint_issue("tracker-missing-iter", "error",
                                        f"{TRACKER} says iteration {iteration} but iter_{iteration:07d}/ does not exist "
                                        f"(present: {', '.join(map(str, iters)) or 'none'})", str(tracker.path),
                                        card_citation("megatron-tracker-file")))
         newer = [i for i in iters if i > iteration]
         if newer:
-            report.issues.append(Issue("tracker-behind", "warning",
+            report.issues.append(checkpoint_issue("tracker-behind", "warning",
                                        f"iter_{newer[-1]:07d}/ is newer than the tracker ({iteration}): its save may not "
                                        f"have finished; --load resumes from {iteration} (use --ckpt-step {newer[-1]} only "
                                        "after checking that directory)", str(tracker.path),
@@ -521,7 +510,7 @@ def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confine
     iter_parents = {Path(c.path).parent for c in out}
     for parent in iter_parents:
         if not any(t.path.parent == parent for t in trackers):
-            report.issues.append(Issue("tracker-absent", "error",
+            report.issues.append(checkpoint_issue("tracker-absent", "error",
                                        f"{parent} has iter_* directories but no {TRACKER}: --load ignores a directory "
                                        "without it (the actor starts again from --ref-load)", str(parent),
                                        card_citation("megatron-tracker-file")))

@@ -142,7 +142,7 @@ class AttentionAdvice:
             "recommended": self.recommended,
             "acceptable": list(self.acceptable),
             "reason": self.reason,
-            "citation": str(self.citation),
+            "citation": self.citation.to_dict(),
         }
 
 
@@ -329,46 +329,23 @@ _ADVICE_CATEGORY = {"clocks-slowdown": "performance", "attention-backend": "inst
                     "consumer-gpu-memory": "config_constraint"}
 
 
-@dataclass
-class Advice:
-    id: str
-    severity: str
-    message: str
-    gpu: int | None = None
-    action: str = ""
-    citation: Citation | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def to_finding(self) -> Finding:
-        """The shared vocabulary, for renderers and the agent."""
-        return Finding(
-            id=f"gpu:{self.id}" + (f":{self.gpu}" if self.gpu is not None else ""),
-            category=_ADVICE_CATEGORY.get(self.id, "other"),
-            severity=self.severity,  # type: ignore[arg-type]
-            summary=self.message,
-            evidence={"gpu": self.gpu, **self.evidence},
-            fixes=[Fix(action=self.action, citation=self.citation)] if self.action else [],
-            citations=[self.citation] if self.citation else [],
-            card=self.citation.ref if self.citation and self.citation.kind == "card" else "",
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "severity": self.severity,
-            "gpu": self.gpu,
-            "message": self.message,
-            "action": self.action,
-            "citation": str(self.citation) if self.citation else None,
-            "evidence": self.evidence,
-        }
+def _advice(id: str, severity: str, message: str, *, gpu: int | None = None, action: str = "",
+            citation: Citation | None = None, evidence: dict[str, Any] | None = None) -> Finding:
+    """One piece of snapshot advice as a Finding: the GPU index in ``evidence["gpu"]``, the action as its fix."""
+    cites = [citation] if citation else []
+    return Finding(
+        id=id, category=_ADVICE_CATEGORY.get(id, "other"), severity=severity, summary=message,  # type: ignore[arg-type]
+        evidence={"gpu": gpu, **(evidence or {})},
+        fixes=[Fix(action=action, citations=tuple(cites))] if action else [], citations=cites,
+        card=citation.ref if citation and citation.kind == "card" else "",
+    )
 
 
-def gpu_advice(snapshot: GpuSnapshot) -> list[Advice]:
+def gpu_advice(snapshot: GpuSnapshot) -> list[Finding]:
     """What the snapshot says before a run: leftovers, foreign memory, faults, backend choice."""
-    advice: list[Advice] = []
+    advice: list[Finding] = []
     if not snapshot.has_gpus:
-        advice.append(Advice("no-gpu", "info", f"No GPU visible: {snapshot.message or snapshot.status}."))
+        advice.append(_advice("no-gpu", "info", f"No GPU visible: {snapshot.message or snapshot.status}."))
         return advice
     init_card = card_citation("oom-initialization")
     for gpu in snapshot.gpus:
@@ -376,7 +353,7 @@ def gpu_advice(snapshot: GpuSnapshot) -> list[Advice]:
             if proc.leftover:
                 mem = f"{proc.used_gpu_memory / GIB:.1f} GiB" if proc.used_gpu_memory else "memory"
                 advice.append(
-                    Advice(
+                    _advice(
                         "leftover-process", "warning",
                         f"GPU {gpu.index}: pid {proc.pid} ({proc.role}) holds {mem} and looks like a leftover: "
                         f"{proc.leftover_reason}. It will make the next run OOM at start-up.",
@@ -389,7 +366,7 @@ def gpu_advice(snapshot: GpuSnapshot) -> list[Advice]:
         attributed = sum(p.used_gpu_memory or 0 for p in gpu.processes)
         if gpu.memory_used - attributed > 2 * GIB and not any(p.used_gpu_memory is None for p in gpu.processes):
             advice.append(
-                Advice(
+                _advice(
                     "unattributed-memory", "warning",
                     f"GPU {gpu.index}: {(gpu.memory_used - attributed) / GIB:.1f} GiB in use by processes this host "
                     "cannot see (another container or a process in a different PID namespace).",
@@ -399,7 +376,7 @@ def gpu_advice(snapshot: GpuSnapshot) -> list[Advice]:
         busy = [p for p in gpu.processes if not p.leftover and p.role in (ROLE_SGLANG, ROLE_TRAINER)]
         if busy:
             advice.append(
-                Advice(
+                _advice(
                     "gpu-in-use", "info",
                     f"GPU {gpu.index}: in use by {', '.join(f'{p.role} pid {p.pid}' for p in busy)}.",
                     gpu=gpu.index,
@@ -407,7 +384,7 @@ def gpu_advice(snapshot: GpuSnapshot) -> list[Advice]:
             )
         if gpu.ecc_uncorrected_volatile:
             advice.append(
-                Advice(
+                _advice(
                     "ecc-errors", "error",
                     f"GPU {gpu.index}: {gpu.ecc_uncorrected_volatile} uncorrected ECC error(s) since the driver loaded; "
                     "results on this GPU cannot be trusted.",
@@ -417,7 +394,7 @@ def gpu_advice(snapshot: GpuSnapshot) -> list[Advice]:
         slow = [r for r in gpu.clocks_event_reason_names if r in SLOWDOWN_REASONS]
         if slow:
             advice.append(
-                Advice(
+                _advice(
                     "clocks-slowdown", "warning",
                     f"GPU {gpu.index}: clocks held back ({', '.join(slow)}); temperature {gpu.temperature} °C.",
                     gpu=gpu.index, action="check cooling and power limits; expect slower steps",
@@ -429,7 +406,7 @@ def gpu_advice(snapshot: GpuSnapshot) -> list[Advice]:
         if att and att.sm not in seen:
             seen.add(att.sm)
             advice.append(
-                Advice(
+                _advice(
                     "attention-backend", "info",
                     f"{att.reason}: set sglang.attention_backend (AReaL) / --sglang-attention-backend (slime) to "
                     f"{att.recommended}.",
@@ -440,7 +417,7 @@ def gpu_advice(snapshot: GpuSnapshot) -> list[Advice]:
     if small:
         g = small[0]
         advice.append(
-            Advice(
+            _advice(
                 "consumer-gpu-memory", "info",
                 f"{g.name} has {g.memory_total / GIB:.0f} GiB: with SGLang and the trainer on the same GPU use the "
                 "memory-optimised settings (sglang.mem_fraction_static 0.5, gradient checkpointing, smaller "
