@@ -15,6 +15,7 @@ from typing import Any
 from rlmedic.knowledge.cards import Card, card_by_id
 from rlmedic.knowledge.index import KnowledgeBase
 from rlmedic.knowledge.retrieve import SearchResult
+from rlmedic.types import Citation, cite_dicts
 
 #: A second card is mentioned when its score is at least this share of the best one.
 RELATED_SHARE = 0.8
@@ -23,7 +24,7 @@ RELATED_SHARE = 0.8
 @dataclass
 class Answer:
     answer: str
-    citations: list[str]
+    citations: list[Citation]  # numbered [1], [2]... in ``answer``
     engine: str = "offline"
     cards: list[str] = field(default_factory=list)
     sources: list[SearchResult] = field(default_factory=list)
@@ -32,7 +33,7 @@ class Answer:
     def to_dict(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
-            "citations": self.citations,
+            "citations": cite_dicts(self.citations),
             "engine": self.engine,
             "cards": self.cards,
             "sources": [s.to_dict() for s in self.sources],
@@ -67,24 +68,24 @@ def _log_findings(text: str) -> list[Any]:
 
 
 def compose(question: str, cards: list[tuple[Card, float]], docs: list[SearchResult], findings: list[Any]) -> Answer:
-    citations: list[str] = []
+    citations: list[Citation] = []
 
-    def cite(text: str) -> int:
-        if text not in citations:
-            citations.append(text)
-        return citations.index(text) + 1
+    def cite(citation: Citation) -> int:
+        if citation not in citations:
+            citations.append(citation)
+        return citations.index(citation) + 1
 
     framework = detect_framework(question)
     lines: list[str] = []
     if findings:
         root = findings[0]
-        where = f" [{cite(f'{root.file}:{root.line}')}]" if root.file and root.line else ""
+        where = f" [{cite(Citation.log(root.file, root.line))}]" if root.file and root.line else ""
         lines.append(f"From the log: {root.summary}{where}.")
     if not cards:
         lines.append("No playbook card matches this question closely.")
     else:
         best, best_score = cards[0]
-        n = cite(str(best.citation))
+        n = cite(best.citation)
         lines.append(f"Likely cause: {best.title} [{n}].")
         lines.append("Why it happens: " + " ".join(c.rstrip(".") + "." for c in best.causes[:2]))
         fixes = [f for f in best.fixes if not framework or not f.framework or f.framework == framework] or list(best.fixes)
@@ -94,9 +95,9 @@ def compose(question: str, cards: list[tuple[Card, float]], docs: list[SearchRes
             lines.append(f"  {i}. {fix}{tag}")
         related = [c for c, s in cards[1:] if s >= RELATED_SHARE * best_score]
         for card in related[:2]:
-            lines.append(f"Also check: {card.title} [{cite(str(card.citation))}].")
+            lines.append(f"Also check: {card.title} [{cite(card.citation)}].")
     if docs:
-        refs = ", ".join(f"[{cite(str(d.citation))}]" for d in docs)
+        refs = ", ".join(f"[{cite(d.citation)}]" for d in docs)
         lines.append(f"Documentation: {refs}.")
     if citations:
         lines.append("")

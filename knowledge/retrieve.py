@@ -47,8 +47,8 @@ class SearchResult:
     @property
     def citation(self) -> Citation:
         if self.kind == "card":
-            return Citation(kind="card", ref=self.card_id, section=self.section)
-        return Citation(kind="doc", ref=self.source, section=self.section, lines=(self.line_start, self.line_end))
+            return Citation.card(self.card_id, self.section)
+        return Citation.doc(self.source, self.section, (self.line_start, self.line_end))
 
     def to_dict(self) -> dict:
         return {
@@ -56,7 +56,7 @@ class SearchResult:
             "section": self.section,
             "score": round(self.score, 5),
             "text": self.text,
-            "citation": str(self.citation),
+            "citation": self.citation.to_dict(),
             "kind": self.kind,
             "lines": [self.line_start, self.line_end],
         }

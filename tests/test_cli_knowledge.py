@@ -20,7 +20,11 @@ def test_ask_offline_json_contract_and_content() -> None:
     assert data["engine"] == "offline"
     assert isinstance(data["answer"], str) and isinstance(data["citations"], list)
     assert data["cards"][0] == "oom-sglang-generation"
-    assert data["citations"][0].startswith("card:oom-sglang-generation")
+    first = data["citations"][0]
+    assert first["text"].startswith("card:oom-sglang-generation (") and first["kind"] == "card"
+    assert first["ref"] == "oom-sglang-generation"
+    # the numbered sources at the end of the answer are the citations' texts, in order
+    assert [f"  [{i}] {c['text']}" for i, c in enumerate(data["citations"], 1)] == data["answer"].split("Sources:\n")[1].splitlines()
     # fixes name exact keys, most effective first
     assert "rollout.max_concurrent_rollouts" in data["answer"]
     assert "mem_fraction_static" in data["answer"]
@@ -46,6 +50,7 @@ def test_search_json_contract_over_cards() -> None:
     assert len(results) == 2
     for item in results:
         assert set(item) >= {"source", "section", "score", "text", "citation"}
+        assert item["citation"]["kind"] == "card" and item["citation"]["text"] == f"{item['source']} ({item['section']})"
     assert results[0]["source"] == "card:recovery-checkpoint-missing"
 
 
@@ -79,5 +84,7 @@ def test_ask_with_pasted_log_lets_the_root_finding_pick_the_card() -> None:
     data = json.loads(runner.invoke(app, ["ask", log, "--offline", "--json"]).output)
     assert data["cards"][0] == "oom-sglang-generation"
     assert data["answer"].startswith("From the log:")
-    assert any(c.startswith("<question>:") for c in data["citations"])
+    log_cites = [c for c in data["citations"] if c["kind"] == "log"]
+    assert log_cites and log_cites[0]["ref"] == "<question>" and log_cites[0]["text"].startswith("<question>:")
+    assert log_cites[0]["lines"][0] == data["findings"][0]["line"]
     assert data["findings"] and data["findings"][0]["category"] == "oom_generation"

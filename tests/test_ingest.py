@@ -167,6 +167,9 @@ def test_index_persists_across_processes(docs: Path, tmp_path: Path) -> None:
     results = json.loads(found.stdout)["results"]
     assert results[0]["source"] == "docs/a.md"
     assert set(results[0]) >= {"source", "section", "score", "text", "citation"}
+    cite = results[0]["citation"]
+    assert cite["kind"] == "doc" and cite["ref"] == "docs/a.md" and cite["lines"] == results[0]["lines"]
+    assert cite["text"] == f"docs/a.md § {cite['section']} (lines {cite['lines'][0]}-{cite['lines'][1]})"
     assert (tmp_path / "home" / "index" / "manifest.json").exists()
 
 
