@@ -119,7 +119,7 @@ def _render_gpu(report: GpuReport) -> str:
                      + "".join(f"; pid {p.pid} {p.role} {(p.used_gpu_memory or 0) / 2**30:.1f} GiB"
                                + (" LEFTOVER" if p.leftover else "") for p in g.processes[:4]))
     for a in report.advice:
-        lines.append(f"{a.severity}: {a.message}" + (f" | do: {a.action}" if getattr(a, "action", "") else "")
+        lines.append(f"{a.severity}: {a.message}" + (f" | do: {a.fixes[0]}" if a.fixes else "")
                      + _cite(getattr(a, "citation", None)))
     return "\n".join(lines)
 

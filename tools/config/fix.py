@@ -565,7 +565,7 @@ def fix_config(
     return fix_parsed(framework, config, ctx)
 
 
-def corrected_text(path: str | os.PathLike[str], changes: list[Change], *, confinement: Confinement) -> str:
+def corrected_text(path: str | os.PathLike[str], changes: list[Fix], *, confinement: Confinement) -> str:
     """The corrected config with the user's own values (secrets included): ``changes`` re-applied to the input.
 
     Tool results are redacted for every consumer; only the file the user asked for
@@ -581,7 +581,7 @@ def corrected_text(path: str | os.PathLike[str], changes: list[Change], *, confi
     return work.dump()
 
 
-def write_corrected(source: str | os.PathLike[str], output: str | os.PathLike[str], changes: list[Change], *,
+def write_corrected(source: str | os.PathLike[str], output: str | os.PathLike[str], changes: list[Fix], *,
                     confinement: Confinement, force: bool = False) -> Path:
     """Front-door action: write the corrected config to a new file (never the input, also through links)."""
     return write_output(source, output, corrected_text(source, changes, confinement=confinement), force=force)
