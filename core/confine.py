@@ -8,7 +8,6 @@ never write to user files.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,67 +16,18 @@ from typing import Any, BinaryIO, NamedTuple
 
 from rlmedic.errors import AccessDenied, UserError
 
+# redaction lives in rlmedic.redact (the table of secret kinds); re-exported here because
+# tools and front doors import it together with the confinement
+from rlmedic.redact import REDACTED, redact, redact_value, secret_kinds
+
 #: Default cap on bytes a single read returns (text handed to a model or a UI).
 DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 
 #: Default cap on directory entries one :meth:`Confinement.walk_files` visits.
 DEFAULT_MAX_ENTRIES = 200_000
 
-REDACTED = "[REDACTED]"
-
-# Each pattern keeps any prefix in group 1 and replaces the secret after it.
-_SECRET_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("authorization_header", re.compile(r"(?i)(authorization\s*[:=]\s*(?:bearer|basic|token)?\s*)[^\s'\",]+")),
-    ("url_password", re.compile(r"([a-z][a-z0-9+.-]*://[^\s:/@'\"]+:)[^\s@/'\"]+(?=@)")),
-    ("openai_key", re.compile(r"()\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}")),
-    ("huggingface_token", re.compile(r"()\bhf_[A-Za-z0-9]{20,}")),
-    ("slack_token", re.compile(r"()\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("slack_app_token", re.compile(r"()\bxapp-[A-Za-z0-9-]{10,}")),
-    ("github_token", re.compile(r"()\bgh[pousr]_[A-Za-z0-9]{30,}")),
-    ("github_fine_grained_token", re.compile(r"()\bgithub_pat_[A-Za-z0-9_]{40,}")),
-    ("google_api_key", re.compile(r"()\bAIza[0-9A-Za-z_-]{35}")),
-    ("netrc_password", re.compile(r"(?i)(\bmachine\s+\S+\s+login\s+\S+\s+password\s+)\S+")),
-    ("aws_access_key", re.compile(r"()\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
-    (
-        "aws_secret_key",
-        re.compile(r"(?i)(aws_secret_access_key\s*[=:]\s*['\"]?)[A-Za-z0-9/+=]{40}"),
-    ),
-    ("wandb_key", re.compile(r"(?i)(wandb[_-]?api[_-]?key\s*[=:]\s*['\"]?)[A-Za-z0-9_]{20,}")),
-    ("wandb_local_key", re.compile(r"()\blocal-[0-9a-f]{40}\b")),
-    ("authorization_quoted", re.compile(r"(?i)(authorization['\"]\s*[:=]\s*['\"](?:bearer|basic|token)?\s*)[^\s'\",]+")),
-    ("wandb_login", re.compile(r"(?i)(wandb\s+login\s+(?:--\S+\s+)*)[0-9a-f]{40}\b")),
-    (
-        "secret_cli_flag",
-        re.compile(
-            r"(?i)(--[\w-]*(?:api[_-]?key|wandb[_-]?key|access[_-]?key|secret[_-]?key|auth[_-]?key|token|secret|password"
-            r"|passwd)(?:=|\s+))(?!\[REDACTED\])[^\s'\"]+"
-        ),
-    ),
-    (
-        "secret_args_dump",
-        re.compile(
-            r"(?i)(\b\w*(?:api_key|wandb_key|access_key|secret_key|(?:hf|api|auth|access|wandb|github|slack)_token|secret"
-            r"|password|passwd)\s+\.{3,}\s+)(?!None\b|\[REDACTED\])\S+"
-        ),
-    ),
-    (
-        "generic_secret_assignment",
-        re.compile(
-            # the key may be quoted (JSON, Python dicts, os.environ["..."]) before its = or :; "token" is
-            # a word of its own (tokens, tokenizer_path are settings); ${interpolations} and
-            # <special|tokens> are never secrets
-            r"(?i)(\b[A-Z0-9_]*(?:api[_-]?key|secret|token(?![a-z])|password|passwd)[A-Z0-9_]*['\"]?\]?\s*[=:]\s*['\"]?)"
-            r"(?!\[REDACTED\]|\$\{|<)[^\s'\",}]{8,}"
-        ),
-    ),
-]
-
-
-def redact(text: str) -> str:
-    """Replace API keys, tokens, auth headers and URL passwords with a marker."""
-    for _name, pattern in _SECRET_PATTERNS:
-        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-    return text
+__all__ = ["REDACTED", "Confinement", "FileEntry", "WalkResult", "looks_binary", "redact", "redact_value",
+           "secret_kinds", "write_new_text"]
 
 
 def write_new_text(path: str | os.PathLike[str], text: str, *, force: bool = False, force_option: str = "") -> Path:
@@ -105,22 +55,6 @@ def write_new_text(path: str | os.PathLike[str], text: str, *, force: bool = Fal
     except OSError as exc:  # permissions, read-only or full disk, a name too long...
         raise UserError(f"{path}: cannot write ({_why(exc)})") from exc
     return target
-
-
-def redact_value(value: Any) -> Any:
-    """:func:`redact` applied to every string inside ``value`` (dicts, lists and tuples walked; keys kept)."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {k: redact_value(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(redact_value(v) for v in value)
-    return value
-
-
-def secret_kinds(text: str) -> list[str]:
-    """Names of the secret kinds present in ``text`` (for tests and audits)."""
-    return [name for name, pattern in _SECRET_PATTERNS if pattern.search(text)]
 
 
 @dataclass

@@ -1,0 +1,343 @@
+"""Secret redaction in one place: a table of secret kinds, each with its own examples.
+
+Everything rlmedic shows (terminal, JSON, a model's context, Slack, the index on disk)
+passes through :func:`redact` (text) or :func:`redact_value` (structured results).
+Redact *before* cutting text short: a key cut in half no longer matches its pattern,
+and its first characters would leak.
+
+To add a secret kind, append a :class:`SecretKind` to :data:`KINDS` with
+
+* ``pattern``: a regex whose named group ``secret`` is the part replaced by ``[REDACTED]``
+  (what is around it, like ``WANDB_API_KEY=``, stays so the reader knows what was there);
+* ``hints``: lower-case literals of which at least one occurs in every match. They are
+  the quick pre-check: a kind's regex runs only on text that contains one of its hints,
+  so ordinary log lines cost a few substring searches;
+* ``positives`` (each must lose its secret) and ``negatives`` (each must come out
+  unchanged). ``tests/test_redact.py`` checks both for every kind, so a new kind
+  cannot silently redact config values such as ``max_new_tokens``.
+
+Kinds run in table order; later kinds see earlier ones' ``[REDACTED]`` and skip it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Any
+
+REDACTED = "[REDACTED]"
+
+
+@dataclass(frozen=True)
+class SecretKind:
+    """One kind of secret: how to find it, and examples that pin what it must and must not touch."""
+
+    name: str
+    pattern: re.Pattern[str]
+    hints: tuple[str, ...]
+    positives: tuple[str, ...]
+    negatives: tuple[str, ...]
+
+
+# ------------------------------------------------------------------ vocabulary -------
+
+#: Names (of variables, keys, flags) whose value is a secret. The word must END the name:
+#: ``hf_token`` and ``WANDB_API_KEY`` are secrets, ``token_budget``, ``max_new_tokens`` and
+#: ``tokenizer_path`` are settings. A bare ``key`` is not (``input_key: prompt``).
+_SECRET_WORDS = (
+    r"(?:api[_-]?key|apikey"
+    r"|(?:wandb|access|secret|private|auth|openai|anthropic|hf|client|encryption|signing|master|session|license)[_-]?key"
+    r"|secret|token|password|passwd|passphrase|credentials?)"
+)
+#: Tokenizer settings named ``*_token`` whose values are vocabulary entries, not secrets.
+_TOKENIZER_TOKENS = (
+    r"(?:pad|eos|bos|unk|sep|cls|mask|stop|image|video|audio|special|start|end|think|vision|boi|eoi|im_start|im_end)"
+    r"[_-]?token"
+)
+_NAME = rf"(?<![\w-])(?![\w-]*?{_TOKENIZER_TOKENS}(?![\w-]))[\w-]*?{_SECRET_WORDS}"
+_NAME_RE = re.compile(rf"(?i)^{_NAME}$")
+#: Values that are never secrets: interpolations, placeholders, special tokens, numbers, nulls.
+_NOT_A_VALUE = (
+    r"(?!\[REDACTED\]|\$|%\(|\{\{|<|\[|\*{3}|\.{3}"
+    r"|(?:none|null|nil|true|false|~|required|optional|str|string|env)(?![\w/+=-])"
+    r"|-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w/+=-]))"
+)
+_QUOTE = r"(?:\\?['\"])"  # a quote, or an escaped one inside a JSON string
+
+_KEY_FLAG_WORDS = r"(?:api[_-]?key|wandb[_-]?key|access[_-]?key|secret[_-]?key|auth[_-]?key|token|secret|password|passwd)"
+
+
+def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(pattern, flags)
+
+
+PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\nMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu"
+OPENSSH_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACCxO38tKA0yv1SzOvTWhmbyG6vWFqSJwlv7QJ9wTOqMtwAAAJi8Nc5RvDXO"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0"
+       ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+W = "0123456789abcdef0123456789abcdef01234567"  # a W&B-shaped key used by the examples
+
+KINDS: list[SecretKind] = [
+    SecretKind(
+        "private_key_block",
+        # PEM (RSA, EC, DSA, PKCS#8, encrypted), OpenSSH and PGP private keys, with real or
+        # escaped (\n in JSON) line breaks; a block cut before its END line is redacted to the end
+        _rx(r"(-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)(?P<secret>.+?)"
+            r"(?=-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S),
+        ("-----begin",),
+        (f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----",
+         f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----",
+         f"-----BEGIN OPENSSH PRIVATE KEY-----\n{OPENSSH_BODY}\n-----END OPENSSH PRIVATE KEY-----",
+         '{"key": "-----BEGIN EC PRIVATE KEY-----\\n' + PEM_BODY.replace("\n", "\\n") + '\\n-----END EC PRIVATE KEY-----\\n"}',
+         f"(Worker pid=3) -----BEGIN PRIVATE KEY-----\n(Worker pid=3) {PEM_BODY}"),
+        ("-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n-----END CERTIFICATE-----",
+         "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----"),
+    ),
+    SecretKind(
+        "jwt",
+        _rx(r"(?<![\w-])(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"),
+        ("eyj",),
+        (f"id_token={JWT}", f"session {JWT} expired"),
+        ("eyJhbGciOiJIUzI1NiJ9 is the base64 of a header", "version eyJ.eyJ.x"),
+    ),
+    SecretKind(
+        "authorization_header",
+        _rx(r"(?i)(authorization\\?['\"]?\s*[:=]\s*\\?['\"]?(?:bearer|basic|token)?\s*)(?P<secret>(?!\[REDACTED\])[^\s'\",\\]+)"),
+        ("authorization",),
+        ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345",
+         '{"Authorization": "Bearer abcdefghijklmnopqrstuvwxyz012345"}',
+         "headers: {\\\"Authorization\\\": \\\"Basic dXNlcjpwYXNzd29yZA==\\\"}"),
+        ("the authorization server rejected the request", "Authorization failed for user alice"),
+    ),
+    SecretKind(
+        "bearer_token",
+        _rx(r"(?<![\w-])(Bearer\s+)(?P<secret>(?!\[REDACTED\])[A-Za-z0-9._~+/=-]{16,})"),
+        ("bearer",),
+        ("curl -H 'X-Api: Bearer abcdefghijklmnopqrstuvwxyz012345' http://h",),
+        ("Bearer token expired, refreshing", "Bearer authentication is required"),
+    ),
+    SecretKind(
+        "url_password",
+        # user:password@host and :password@host (redis://:pw@host); the user name stays
+        _rx(r"(?i)([a-z][a-z0-9+.-]*://[^\s:/@'\"]*:)(?P<secret>(?!\[REDACTED\])[^\s@/'\"]+)(?=@)"),
+        ("://",),
+        ("connecting to https://trainer:s3cr3tPassw0rd@registry.example.com/v2",
+         "REDIS_URL=redis://:hunter2@10.0.0.5:6379/0",
+         "postgresql://admin:pw@db:5432/runs"),
+        ("http://localhost:8000/v1/chat/completions", "ssh://git@github.com:22/org/repo.git",
+         "see https://example.com/a:b@c"),
+    ),
+    SecretKind(
+        "openai_anthropic_key",
+        _rx(r"(?<![\w-])(?P<secret>sk-(?:proj-|ant-(?:api\d+-)?)?[A-Za-z0-9_-]{16,})"),
+        ("sk-",),
+        ("client key sk-proj-AbCdEfGhIjKlMnOpQrStUvWx", "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz012345"),
+        ("task-sk-1234", "disk-sk-short"),
+    ),
+    SecretKind(
+        "huggingface_token",
+        _rx(r"(?<![\w-])(?P<secret>hf_[A-Za-z0-9]{20,})"),
+        ("hf_",),
+        ("token hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123",),
+        ("hf_hub_download(repo_id='Qwen/Qwen2.5-7B')", "HF_HOME=/data/hf_cache"),
+    ),
+    SecretKind(
+        "slack_token",
+        _rx(r"(?<![\w-])(?P<secret>(?:xox[abposr]|xapp)-[A-Za-z0-9-]{10,})"),
+        ("xox", "xapp-"),
+        ("SLACK xoxb-1234567890-abcdefghijkl", "SLACK_APP=xapp-1-A0123456789-abcdef"),
+        ("xoxo hugs", "the xapp-config file"),
+    ),
+    SecretKind(
+        "github_token",
+        _rx(r"(?<![\w-])(?P<secret>gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{40,})"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        ("GH github_pat_11ABCDEFG0abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV012345",
+         "push with ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
+        ("ghp_short", "github_pat_ is the prefix of a fine-grained token"),
+    ),
+    SecretKind(
+        "google_api_key",
+        _rx(r"(?<![\w-])(?P<secret>AIza[0-9A-Za-z_-]{35})"),
+        ("aiza",),
+        ("key AIzaSyA1234567890abcdefghijklmnopqrstuv",),
+        ("AIzaSy is how Google keys start",),
+    ),
+    SecretKind(
+        "aws_access_key",
+        _rx(r"(?<![\w-])(?P<secret>(?:AKIA|ASIA)[A-Z0-9]{16})(?![\w-])"),
+        ("akia", "asia"),
+        ("aws key AKIAIOSFODNN7EXAMPLE",),
+        ("ASIA is a continent", "AKIAIOSFODNN7EXAMPLEXX is too long"),
+    ),
+    SecretKind(
+        "wandb_local_key",
+        _rx(r"(?<![\w-])(?P<secret>local-[0-9a-f]{40})(?![\w-])"),
+        ("local-",),
+        (f"key local-{W}",),
+        ("local-rank 0", "/tmp/local-0123/ckpt"),
+    ),
+    SecretKind(
+        "wandb_login",
+        # `wandb login KEY` on a command line, and wandb.login(key='KEY') in Python
+        _rx(r"(?i)(\bwandb\s+login\s+(?:--\S+\s+)*|\bwandb\.login\s*\([^)]*?\bkey\s*=\s*\\?['\"]?)"
+            r"(?P<secret>(?!\[REDACTED\]|None\b|os\.)[^\s'\",)\\]+)"),
+        ("wandb",),
+        (f"wandb login {W}", f"wandb login --relogin {W}", f"wandb.login(key='{W}')",
+         f'wandb.login(anonymous="never", key="{W}")'),
+        ("wandb login", "wandb.login(key=os.environ['WANDB_API_KEY'])", "wandb: Logged in as alice"),
+    ),
+    SecretKind(
+        "netrc_password",
+        _rx(r"(?i)(\bmachine\s+\S+\s+login\s+\S+\s+password\s+)(?P<secret>(?!\[REDACTED\])\S+)"),
+        ("machine",),
+        (f"machine api.wandb.ai login user password {W}",),
+        ("machine learning login page",),
+    ),
+    SecretKind(
+        "secret_cli_flag",
+        _rx(rf"(?i)(--[\w-]*{_KEY_FLAG_WORDS}(?:=|\s+))(?P<secret>(?!\[REDACTED\]|\$\{{|--)[^\s'\"]+)"),
+        ("--",),
+        (f"--wandb-key {W}", "--hf-token=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123", "--db-password hunter2",
+         "--sglang-router-api-key sk-x-12345678"),
+        ("--input-key prompt --max-tokens-per-gpu 4096", "--wandb-key ${WANDB_KEY}", "--token-budget 4096",
+         "--max-new-tokens 1024"),
+    ),
+    SecretKind(
+        "secret_args_dump",
+        # Megatron/slime print their arguments as `name ....... value`
+        _rx(rf"(?i)((?<![\w-])[\w-]*?{_SECRET_WORDS}\s+\.{{3,}}\s+)(?P<secret>(?!None\b|\[REDACTED\])\S+)"),
+        ("...",),
+        (f"  wandb_key ....................................... {W}", "  hf_token ..... hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"),
+        ("  max_tokens_per_gpu .............................. 4096", "  wandb_key ........ None",
+         "  tokenizer_type .......... HuggingFaceTokenizer"),
+    ),
+    SecretKind(
+        "secret_assignment",
+        # name=value and name: value in env files, YAML, JSON (also escaped inside a JSON
+        # string), Python reprs (Namespace(wandb_key='...')), dicts and os.environ["..."]
+        _rx(rf"(?i)({_NAME}{_QUOTE}?\]?\s*(?:=|:(?!//))\s*(?P<q>{_QUOTE})?)"
+            rf"(?P<secret>{_NOT_A_VALUE}(?(q)[^'\"\\\n]+|(?:[^\s'\",}})\\]|\\(?!['\"]))+))"),
+        ("key", "token", "secret", "password", "passwd", "passphrase", "credential"),
+        ("WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567",
+         f'{{"wandb_api_key": "{W}"}}',
+         f"Namespace(lr=1e-06, wandb_key='{W}', seed=1)",
+         f"{{'wandb_key': '{W}', 'seed': 1}}",
+         f'\\"WANDB_API_KEY\\": \\"{W}\\"',
+         'os.environ["HF_TOKEN"] = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"',
+         "password: hunter2",
+         "  db_password: pw",
+         "client_secret=Zm9vYmFyYmF6cXV4",
+         "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+         "SLACK_BOT_TOKEN: 'abc.def-ghi'"),
+        ("tokenizer_path: /models/Qwen2.5-7B-Instruct",
+         "  max_new_tokens: ${gconfig.max_new_tokens}",
+         '{"max_tokens_per_mb": 20480000, "tokenizer": "/models/qwen/tokenizer"}',
+         "  pad_token: <|endoftext|>",
+         "  eos_token: </s>",
+         "  tokenizer_path: ${tokenizer_path}",
+         "token_budget: 4096",
+         "max_token_len: 16384",
+         "api_key: ${oc.env:OPENAI_API_KEY}",
+         "wandb_api_key: null",
+         "password: None",
+         "input_key: prompt",
+         "secret_name: runs",
+         "global_step: 1200  tokens/s: 3400.5",
+         "eval token: 12",
+         "sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+         "pad_token_id: 151643",
+         "max_new_tokens=1024",
+         "api_key: ***"),
+    ),
+]
+
+
+# ------------------------------------------------------------------ functions -------
+
+_HINTS: tuple[str, ...] = tuple(sorted({h for kind in KINDS for h in kind.hints}))
+
+
+def _replace(m: re.Match[str]) -> str:
+    whole, start, end = m.group(0), m.start("secret") - m.start(), m.end("secret") - m.start()
+    return whole[:start] + REDACTED + whole[end:]
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret of every kind replaced by ``[REDACTED]``.
+
+    Fast on ordinary text: one lower-cased copy and a substring search per hint decide
+    which kinds' regexes run at all (usually none for a log line).
+    """
+    if not text:
+        return text
+    low = text.lower()
+    if not any(h in low for h in _HINTS):
+        return text
+    for kind in KINDS:
+        if any(h in low for h in kind.hints):
+            text = kind.pattern.sub(_replace, text)
+    return text
+
+
+def secret_kinds(text: str) -> list[str]:
+    """Names of the secret kinds present in ``text`` (for tests and audits)."""
+    low = text.lower()
+    found = []
+    for kind in KINDS:
+        if any(h in low for h in kind.hints) and kind.pattern.search(text):
+            found.append(kind.name)
+            text = kind.pattern.sub(_replace, text)  # as redact() sees it: later kinds skip what is gone
+    return found
+
+
+def names_secret(key: str) -> bool:
+    """True when a field or dict key names a secret (``wandb_key``, ``HF_TOKEN``; not ``max_new_tokens``)."""
+    return bool(_NAME_RE.match(key))
+
+
+_PLACEHOLDER = re.compile(rf"(?i)^{_NOT_A_VALUE}")
+
+
+def _secret_value(value: Any) -> bool:
+    """A value under a secret-named key that is worth hiding (not empty, null, a number or ``${...}``)."""
+    return isinstance(value, str) and bool(value.strip()) and bool(_PLACEHOLDER.match(value.strip()))
+
+
+def redact_value(value: Any) -> Any:
+    """A copy of ``value`` with every string redacted, and every value under a secret-named key hidden.
+
+    Walks dicts, lists, tuples, sets, dataclass instances and pydantic models; other
+    objects come back as they are. ``{"wandb_key": "abc"}`` becomes
+    ``{"wandb_key": "[REDACTED]"}`` even though ``abc`` alone looks like nothing.
+    """
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: (REDACTED if isinstance(k, str) and names_secret(k) and _secret_value(v) else redact_value(v))
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = (redact_value(v) for v in value)
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple
+            return type(value)(*items)
+        return type(value)(items)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out = copy.copy(value)
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            new = REDACTED if names_secret(f.name) and _secret_value(v) else redact_value(v)
+            if new is not v:
+                object.__setattr__(out, f.name, new)
+        return out
+    model_fields = getattr(type(value), "model_fields", None)
+    if isinstance(model_fields, dict) and hasattr(value, "model_copy"):  # a pydantic model
+        update = {}
+        for name in model_fields:
+            v = getattr(value, name)
+            new = REDACTED if names_secret(name) and _secret_value(v) else redact_value(v)
+            if new is not v:
+                update[name] = new
+        return value.model_copy(update=update) if update else value
+    return value
