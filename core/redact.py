@@ -11,7 +11,8 @@ To add a secret kind, append a :class:`SecretKind` to :data:`KINDS` with
   (what is around it, like ``WANDB_API_KEY=``, stays so the reader knows what was there);
 * ``hints``: lower-case literals of which at least one occurs in every match. They are
   the quick pre-check: a kind's regex runs only on text that contains one of its hints,
-  so ordinary log lines cost a few substring searches;
+  so ordinary log lines cost a few substring searches (a kind without hints runs on
+  every text: keep such patterns cheap);
 * ``positives`` (each must lose its secret) and ``negatives`` (each must come out
   unchanged). ``tests/test_redact.py`` checks both for every kind, so a new kind
   cannot silently redact config values such as ``max_new_tokens``.
@@ -83,17 +84,36 @@ KINDS: list[SecretKind] = [
     SecretKind(
         "private_key_block",
         # PEM (RSA, EC, DSA, PKCS#8, encrypted), OpenSSH and PGP private keys, with real or
-        # escaped (\n in JSON) line breaks; a block cut before its END line is redacted to the end
-        _rx(r"(-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)(?P<secret>.+?)"
-            r"(?=-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S),
+        # escaped (\n in JSON) line breaks; in a block cut before its END line, the base64 lines that follow
+        _rx(r"(-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)(?P<secret>"
+            r"(?:(?!-----BEGIN ).){1,20000}?(?=-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)"  # the whole block
+            r"|(?:(?:\r?\n|\\n)(?:[^\n\\]*?\s)?[A-Za-z0-9+/=]{20,})+)", re.S),  # cut before END: its base64 lines
         ("-----begin",),
         (f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\n-----END PRIVATE KEY-----",
          f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----",
          f"-----BEGIN OPENSSH PRIVATE KEY-----\n{OPENSSH_BODY}\n-----END OPENSSH PRIVATE KEY-----",
          '{"key": "-----BEGIN EC PRIVATE KEY-----\\n' + PEM_BODY.replace("\n", "\\n") + '\\n-----END EC PRIVATE KEY-----\\n"}',
          f"(Worker pid=3) -----BEGIN PRIVATE KEY-----\n(Worker pid=3) {PEM_BODY}"),
-        ("-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n-----END CERTIFICATE-----",
+        # (a certificate's 64-character body lines look like key lines and are hidden by key_material_line)
+        ("ca_file: ca.pem holds a -----BEGIN CERTIFICATE----- block",
          "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----"),
+    ),
+    SecretKind(
+        "key_material_line",
+        # a line of a private-key block whose BEGIN line was cut away (a log excerpt that starts
+        # inside the block): 60-76 base64 characters, mixed case and digits, ending the line (or a
+        # quoted value on it)
+        _rx(r"(?m)(?:(?<![^\s'\"])|(?<=\\n))"
+            r"(?P<secret>(?=[A-Za-z0-9+/]{0,75}[A-Z])(?=[A-Za-z0-9+/]{0,75}[a-z])(?=[A-Za-z0-9+/]{0,75}\d)"
+            r"[A-Za-z0-9+/]{60,76}={0,2})(?=(?:\\n|['\",\]}])*[ \t]*$)"),
+        (),  # no literal to look for: runs on every text (only reported lines reach redact)
+        ("(Worker pid=3) MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu",
+         "QyNTUxOQAAACCxO38tKA0yv1SzOvTWhmbyG6vWFqSJwlv7QJ9wTOqMtwAAAJi8Nc5RvDXO\n-----END OPENSSH PRIVATE KEY-----",
+         'notes: "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu"'),
+        ("sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+         "digest 47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",
+         "saved /checkpoints/root/gsm8k-grpo/trial_20250101_120000/default/epoch1epochstep99globalstep99",
+         "image data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="),
     ),
     SecretKind(
         "jwt",
@@ -104,7 +124,7 @@ KINDS: list[SecretKind] = [
     ),
     SecretKind(
         "authorization_header",
-        _rx(r"(?i)(authorization\\?['\"]?\s*[:=]\s*\\?['\"]?(?:bearer|basic|token)?\s*)(?P<secret>(?!\[REDACTED\])[^\s'\",\\]+)"),
+        _rx(r"(?i)(authorization\\?['\"]?\s*[:=]\s*\\?['\"]?(?:(?:bearer|basic|token)\s+)?+)(?P<secret>(?!\[REDACTED\])[^\s'\",\\]+)"),
         ("authorization",),
         ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345",
          '{"Authorization": "Bearer abcdefghijklmnopqrstuvwxyz012345"}',
@@ -182,7 +202,7 @@ KINDS: list[SecretKind] = [
     SecretKind(
         "wandb_login",
         # `wandb login KEY` on a command line, and wandb.login(key='KEY') in Python
-        _rx(r"(?i)(\bwandb\s+login\s+(?:--\S+\s+)*|\bwandb\.login\s*\([^)]*?\bkey\s*=\s*\\?['\"]?)"
+        _rx(r"(?i)(\bwandb\s+login\s+(?:--\S+\s+)*+|\bwandb\.login\s*\([^)]*?\bkey\s*=\s*\\?['\"]?)"
             r"(?P<secret>(?!\[REDACTED\]|None\b|os\.)[^\s'\",)\\]+)"),
         ("wandb",),
         (f"wandb login {W}", f"wandb login --relogin {W}", f"wandb.login(key='{W}')",
@@ -231,7 +251,7 @@ KINDS: list[SecretKind] = [
          "  db_password: pw",
          "client_secret=Zm9vYmFyYmF6cXV4",
          "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-         "SLACK_BOT_TOKEN: 'abc.def-ghi'"),
+         "SLACK_BOT_TOKEN: 'abc.def-ghi-42'"),
         ("tokenizer_path: /models/Qwen2.5-7B-Instruct",
          "  max_new_tokens: ${gconfig.max_new_tokens}",
          '{"max_tokens_per_mb": 20480000, "tokenizer": "/models/qwen/tokenizer"}',
@@ -258,6 +278,7 @@ KINDS: list[SecretKind] = [
 # ------------------------------------------------------------------ functions -------
 
 _HINTS: tuple[str, ...] = tuple(sorted({h for kind in KINDS for h in kind.hints}))
+_ALWAYS: tuple[SecretKind, ...] = tuple(kind for kind in KINDS if not kind.hints)
 
 
 def _replace(m: re.Match[str]) -> str:
@@ -274,10 +295,9 @@ def redact(text: str) -> str:
     if not text:
         return text
     low = text.lower()
-    if not any(h in low for h in _HINTS):
-        return text
-    for kind in KINDS:
-        if any(h in low for h in kind.hints):
+    hinted = any(h in low for h in _HINTS)
+    for kind in KINDS if hinted else _ALWAYS:
+        if not kind.hints or any(h in low for h in kind.hints):
             text = kind.pattern.sub(_replace, text)
     return text
 
@@ -285,12 +305,8 @@ def redact(text: str) -> str:
 def secret_kinds(text: str) -> list[str]:
     """Names of the secret kinds present in ``text`` (for tests and audits)."""
     low = text.lower()
-    found = []
-    for kind in KINDS:
-        if any(h in low for h in kind.hints) and kind.pattern.search(text):
-            found.append(kind.name)
-            text = kind.pattern.sub(_replace, text)  # as redact() sees it: later kinds skip what is gone
-    return found
+    return [kind.name for kind in KINDS
+            if (not kind.hints or any(h in low for h in kind.hints)) and kind.pattern.search(text)]
 
 
 def names_secret(key: str) -> bool:

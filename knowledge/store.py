@@ -92,6 +92,15 @@ class Store:
         return self._collection
 
     def add(self, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]], vectors: list[list[float]]) -> None:
+        """Store chunks, redacted (documents and metadata alike); the BM25 side is built from these documents.
+
+        Callers redact whole documents before chunking (a secret split across two chunks
+        would match in neither); this is the last guard before anything reaches the disk.
+        """
+        from rlmedic.redact import redact, redact_value
+
+        texts = [redact(t) for t in texts]
+        metadatas = [redact_value(m) for m in metadatas]
         for start in range(0, len(ids), 1000):
             end = start + 1000
             self.collection.upsert(

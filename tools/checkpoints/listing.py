@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from rlmedic.confine import Confinement, FileEntry, redact_value
+from rlmedic.confine import Confinement, FileEntry, redact, redact_value
 from rlmedic.errors import UserError
 from rlmedic.tools.citations import card_citation, doc_citation
 from rlmedic.types import Citation, Finding, cite_dicts
@@ -490,7 +490,7 @@ def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confine
                                            card_citation("megatron-tracker-file")))
             continue
         if not text.isdigit() or len(text) > 9:  # iteration numbers are written as iter_%07d
-            report.issues.append(checkpoint_issue("tracker-invalid", "error", f"{tracker.path}: {text[:40]!r} is not an iteration number; "
+            report.issues.append(checkpoint_issue("tracker-invalid", "error", f"{tracker.path}: {redact(text)[:40]!r} is not an iteration number; "
                                        "Megatron cannot resume", str(tracker.path), card_citation("megatron-tracker-file")))
             continue
         iteration = int(text)

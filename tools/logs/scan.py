@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from rlmedic.confine import Confinement, looks_binary
+from rlmedic.confine import Confinement, looks_binary, redact
 from rlmedic.errors import AccessDenied, UserError
 from rlmedic.tools.logs.signatures import Catalog, Literal, Signature
 
@@ -39,6 +39,7 @@ MATCH_CONTEXT_AFTER = 8
 PHASE_BEFORE = 40
 PHASE_AFTER = 6
 MAX_LINE_CHARS = 2000
+REDACT_MARGIN = 8192  # characters past the cut that are redacted with it (longer than any one secret)
 DETAILED_PER_KEY = 20  # hits per (signature, file, group, phase) that keep their context
 PHASED_PER_KEY = 60  # hits per (signature, file) whose phase is inferred from context
 TAIL_LINES = 30
@@ -222,8 +223,23 @@ def clean_line(raw: bytes | bytearray) -> str:
         parts = [p for p in text.split("\r") if p.strip()]
         text = " ".join(parts[-3:]) if parts else ""
     if len(text) > MAX_LINE_CHARS:
-        text = text[:MAX_LINE_CHARS] + " …[line truncated]"
+        text = cut_line(text)
     return text
+
+
+def cut_line(text: str) -> str:
+    """``text`` redacted, then cut at :data:`MAX_LINE_CHARS`: a key cut in half first would no longer
+    match its pattern and its start would leak into a report.
+
+    Only the first ``MAX_LINE_CHARS + REDACT_MARGIN`` characters are redacted (a line can be
+    megabytes): a secret straddling the margin lies far past the cut, unless redaction shrank
+    the window that much, and then the whole line is redacted.
+    """
+    window = text[: MAX_LINE_CHARS + REDACT_MARGIN]
+    red = redact(window)
+    if len(window) < len(text) and len(red) < MAX_LINE_CHARS + REDACT_MARGIN // 2:
+        red = redact(text)
+    return red[:MAX_LINE_CHARS] + " …[line truncated]"
 
 
 def parse_timestamp(line: str, year_hint: int | None = None) -> datetime | None:
