@@ -12,7 +12,7 @@ To add a secret kind, append a :class:`SecretKind` to :data:`KINDS` with
 * ``hints``: lower-case literals of which at least one occurs in every match. They are
   the quick pre-check: a kind's regex runs only on text that contains one of its hints,
   so ordinary log lines cost a few substring searches (a kind without hints runs on
-  every text: keep such patterns cheap);
+  every text, with a newline in front: keep such patterns cheap);
 * ``positives`` (each must lose its secret) and ``negatives`` (each must come out
   unchanged). ``tests/test_redact.py`` checks both for every kind, so a new kind
   cannot silently redact config values such as ``max_new_tokens``.
@@ -41,24 +41,50 @@ class SecretKind:
     positives: tuple[str, ...]
     negatives: tuple[str, ...]
 
+    def search(self, text: str) -> re.Match[str] | None:
+        """The first secret of this kind in ``text`` (positions are in ``text`` for kinds with hints)."""
+        if not self.hints:  # see redact_kind
+            return self.pattern.search("\n" + text)
+        return self.pattern.search(text)
+
+    def redact(self, text: str) -> str:
+        """``text`` with this kind's secrets replaced; ``text`` itself when there were none.
+
+        A kind without hints sees ``"\\n" + text``, so its pattern may begin with the character
+        before a secret (a pattern that starts with a character set is searched faster than
+        one that starts with a lookbehind).
+        """
+        if not self.hints:
+            out, n = self.pattern.subn(_replace, "\n" + text)
+            return out[1:] if n else text
+        return self.pattern.sub(_replace, text)
+
 
 # ------------------------------------------------------------------ vocabulary -------
 
-#: Names (of variables, keys, flags) whose value is a secret. The word must END the name:
-#: ``hf_token`` and ``WANDB_API_KEY`` are secrets, ``token_budget``, ``max_new_tokens`` and
-#: ``tokenizer_path`` are settings. A bare ``key`` is not (``input_key: prompt``).
-_SECRET_WORDS = (
-    r"(?:api[_-]?key|apikey"
-    r"|(?:wandb|access|secret|private|auth|openai|anthropic|hf|client|encryption|signing|master|session|license)[_-]?key"
-    r"|secret|token|password|passwd|passphrase|credentials?)"
+#: Names (of variables, keys, flags) whose value is a secret: the name must END with one of
+#: these words, so ``hf_token`` and ``WANDB_API_KEY`` are secrets while ``token_budget``,
+#: ``max_new_tokens`` and ``tokenizer_path`` are settings. A bare ``key`` is not (``input_key``).
+SECRET_NAME_ENDINGS: tuple[str, ...] = (
+    "apikey", "secret", "token", "password", "passwd", "passphrase", "credential", "credentials",
+    *(f"{who}{sep}key" for who in ("api", "wandb", "access", "secret", "private", "auth", "openai", "anthropic", "hf",
+                                   "client", "encryption", "signing", "master", "session", "license")
+      for sep in ("_", "-", "")),
 )
 #: Tokenizer settings named ``*_token`` whose values are vocabulary entries, not secrets.
-_TOKENIZER_TOKENS = (
-    r"(?:pad|eos|bos|unk|sep|cls|mask|stop|image|video|audio|special|start|end|think|vision|boi|eoi|im_start|im_end)"
-    r"[_-]?token"
+TOKENIZER_TOKEN_NAMES: tuple[str, ...] = tuple(
+    f"{what}{sep}token"
+    for what in ("pad", "eos", "bos", "unk", "sep", "cls", "mask", "stop", "image", "video", "audio", "special",
+                 "start", "end", "think", "vision", "boi", "eoi", "im_start", "im_end")
+    for sep in ("_", "-", "")
 )
-_NAME = rf"(?<![\w-])(?![\w-]*?{_TOKENIZER_TOKENS}(?![\w-]))[\w-]*?{_SECRET_WORDS}"
-_NAME_RE = re.compile(rf"(?i)^{_NAME}$")
+# A name, matched in one linear pass: the whole word (possessive), then fixed-width lookbehinds
+# check how it ends. (A lazy `[\w-]*?(?:words)` here cost seconds per 10 MB of log.)
+_NAME = (
+    r"(?<![\w-])[\w-]++"
+    + "(?:" + "|".join(f"(?<={re.escape(w)})" for w in SECRET_NAME_ENDINGS) + ")"
+    + "".join(f"(?<!{re.escape(w)})" for w in TOKENIZER_TOKEN_NAMES)
+)
 #: Values that are never secrets: interpolations, placeholders, special tokens, numbers, nulls.
 _NOT_A_VALUE = (
     r"(?!\[REDACTED\]|\$|%\(|\{\{|<|\[|\*{3}|\.{3}"
@@ -103,10 +129,11 @@ KINDS: list[SecretKind] = [
         # a line of a private-key block whose BEGIN line was cut away (a log excerpt that starts
         # inside the block): 60-76 base64 characters, mixed case and digits, ending the line (or a
         # quoted value on it)
-        _rx(r"(?m)(?:(?<![^\s'\"])|(?<=\\n))"
-            r"(?P<secret>(?=[A-Za-z0-9+/]{0,75}[A-Z])(?=[A-Za-z0-9+/]{0,75}[a-z])(?=[A-Za-z0-9+/]{0,75}\d)"
+        # (it starts with the character before the key line: see SecretKind.redact)
+        _rx(r"(?m)[\s'\"n](?:(?<=[\s'\"])|(?<=\\n))"
+            r"(?P<secret>(?=[A-Za-z0-9+/]{60})(?=[A-Za-z0-9+/]{0,75}[A-Z])(?=[A-Za-z0-9+/]{0,75}[a-z])(?=[A-Za-z0-9+/]{0,75}\d)"
             r"[A-Za-z0-9+/]{60,76}={0,2})(?=(?:\\n|['\",\]}])*[ \t]*$)"),
-        (),  # no literal to look for: runs on every text (only reported lines reach redact)
+        (),  # no literal to look for: runs on every text, with a newline in front (SecretKind.redact)
         ("(Worker pid=3) MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu",
          "QyNTUxOQAAACCxO38tKA0yv1SzOvTWhmbyG6vWFqSJwlv7QJ9wTOqMtwAAAJi8Nc5RvDXO\n-----END OPENSSH PRIVATE KEY-----",
          'notes: "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu"'),
@@ -228,7 +255,7 @@ KINDS: list[SecretKind] = [
     SecretKind(
         "secret_args_dump",
         # Megatron/slime print their arguments as `name ....... value`
-        _rx(rf"(?i)((?<![\w-])[\w-]*?{_SECRET_WORDS}\s+\.{{3,}}\s+)(?P<secret>(?!None\b|\[REDACTED\])\S+)"),
+        _rx(rf"(?i)((?<![\w-])(?=[\w-]++\s+\.{{3}}){_NAME}\s+\.{{3,}}\s+)(?P<secret>(?!None\b|\[REDACTED\])\S+)"),
         ("...",),
         (f"  wandb_key ....................................... {W}", "  hf_token ..... hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"),
         ("  max_tokens_per_gpu .............................. 4096", "  wandb_key ........ None",
@@ -238,7 +265,7 @@ KINDS: list[SecretKind] = [
         "secret_assignment",
         # name=value and name: value in env files, YAML, JSON (also escaped inside a JSON
         # string), Python reprs (Namespace(wandb_key='...')), dicts and os.environ["..."]
-        _rx(rf"(?i)({_NAME}{_QUOTE}?\]?\s*(?:=|:(?!//))\s*(?P<q>{_QUOTE})?)"
+        _rx(rf"(?i)((?<![\w-])(?=[\w-]++{_QUOTE}?\]?\s*[=:]){_NAME}{_QUOTE}?\]?\s*(?:=|:(?!//))\s*(?P<q>{_QUOTE})?)"
             rf"(?P<secret>{_NOT_A_VALUE}(?(q)[^'\"\\\n]+|(?:[^\s'\",}})\\]|\\(?!['\"]))+))"),
         ("key", "token", "secret", "password", "passwd", "passphrase", "credential"),
         ("WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567",
@@ -295,23 +322,23 @@ def redact(text: str) -> str:
     if not text:
         return text
     low = text.lower()
-    hinted = any(h in low for h in _HINTS)
+    hinted = any(map(low.__contains__, _HINTS))
     for kind in KINDS if hinted else _ALWAYS:
         if not kind.hints or any(h in low for h in kind.hints):
-            text = kind.pattern.sub(_replace, text)
+            text = kind.redact(text)
     return text
 
 
 def secret_kinds(text: str) -> list[str]:
     """Names of the secret kinds present in ``text`` (for tests and audits)."""
     low = text.lower()
-    return [kind.name for kind in KINDS
-            if (not kind.hints or any(h in low for h in kind.hints)) and kind.pattern.search(text)]
+    return [kind.name for kind in KINDS if (not kind.hints or any(h in low for h in kind.hints)) and kind.search(text)]
 
 
 def names_secret(key: str) -> bool:
     """True when a field or dict key names a secret (``wandb_key``, ``HF_TOKEN``; not ``max_new_tokens``)."""
-    return bool(_NAME_RE.match(key))
+    low = key.lower()
+    return low.endswith(SECRET_NAME_ENDINGS) and not low.endswith(TOKENIZER_TOKEN_NAMES)
 
 
 _PLACEHOLDER = re.compile(rf"(?i)^{_NOT_A_VALUE}")
