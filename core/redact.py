@@ -85,11 +85,14 @@ _NAME = (
     + "(?:" + "|".join(f"(?<={re.escape(w)})" for w in SECRET_NAME_ENDINGS) + ")"
     + "".join(f"(?<!{re.escape(w)})" for w in TOKENIZER_TOKEN_NAMES)
 )
-#: Values that are never secrets: interpolations, placeholders, special tokens, numbers, nulls.
+#: Values that are never secrets: interpolations, placeholders, special tokens, numbers, nulls,
+#: names of variables.
 _NOT_A_VALUE = (
     r"(?!\[REDACTED\]|\$|%\(|\{\{|<|\[|\*{3}|\.{3}"
     r"|(?:none|null|nil|true|false|~|required|optional|str|string|env)(?![\w/+=-])"
-    r"|-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w/+=-]))"
+    r"|-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w/+=-])"
+    # a variable passed on (api_key=api_key, token=args.hf_token), not a value
+    r"|(?:[\w.]*[_.])?(?:key|token|secret|password|passwd|credentials?)(?![\w/+=-]))"
 )
 _QUOTE = r"(?:\\?['\"])"  # a quote, or an escaped one inside a JSON string
 
@@ -297,7 +300,9 @@ KINDS: list[SecretKind] = [
          "sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
          "pad_token_id: 151643",
          "max_new_tokens=1024",
-         "api_key: ***"),
+         "api_key: ***",
+         "client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)",
+         "login(token=args.hf_token)"),
     ),
 ]
 
