@@ -81,7 +81,7 @@ TOKENIZER_TOKEN_NAMES: tuple[str, ...] = tuple(
 # A name, matched in one linear pass: the whole word (possessive), then fixed-width lookbehinds
 # check how it ends. (A lazy `[\w-]*?(?:words)` here cost seconds per 10 MB of log.)
 _NAME = (
-    r"(?<![\w-])[\w-]++"
+    r"(?<![\w/\\-])[\w-]++"  # not the end of a path: "/etc/passwd: outside the allowed roots"
     + "(?:" + "|".join(f"(?<={re.escape(w)})" for w in SECRET_NAME_ENDINGS) + ")"
     + "".join(f"(?<!{re.escape(w)})" for w in TOKENIZER_TOKEN_NAMES)
 )
@@ -258,7 +258,7 @@ KINDS: list[SecretKind] = [
     SecretKind(
         "secret_args_dump",
         # Megatron/slime print their arguments as `name ....... value`
-        _rx(rf"(?i)((?<![\w-])(?=[\w-]++\s+\.{{3}}){_NAME}\s+\.{{3,}}\s+)(?P<secret>(?!None\b|\[REDACTED\])\S+)"),
+        _rx(rf"(?i)((?<![\w/\\-])(?=[\w-]++\s+\.{{3}}){_NAME}\s+\.{{3,}}\s+)(?P<secret>(?!None\b|\[REDACTED\])\S+)"),
         ("...",),
         (f"  wandb_key ....................................... {W}", "  hf_token ..... hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"),
         ("  max_tokens_per_gpu .............................. 4096", "  wandb_key ........ None",
@@ -268,7 +268,7 @@ KINDS: list[SecretKind] = [
         "secret_assignment",
         # name=value and name: value in env files, YAML, JSON (also escaped inside a JSON
         # string), Python reprs (Namespace(wandb_key='...')), dicts and os.environ["..."]
-        _rx(rf"(?i)((?<![\w-])(?=[\w-]++{_QUOTE}?\]?\s*[=:]){_NAME}{_QUOTE}?\]?\s*(?:=|:(?!//))\s*(?P<q>{_QUOTE})?)"
+        _rx(rf"(?i)((?<![\w/\\-])(?=[\w-]++{_QUOTE}?\]?\s*[=:]){_NAME}{_QUOTE}?\]?\s*(?:=|:(?!//))\s*(?P<q>{_QUOTE})?)"
             rf"(?P<secret>{_NOT_A_VALUE}(?(q)[^'\"\\\n]+|(?:[^\s'\",}})\\]|\\(?!['\"]))+))"),
         ("key", "token", "secret", "password", "passwd", "passphrase", "credential"),
         ("WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567",
@@ -302,7 +302,9 @@ KINDS: list[SecretKind] = [
          "max_new_tokens=1024",
          "api_key: ***",
          "client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0)",
-         "login(token=args.hf_token)"),
+         "login(token=args.hf_token)",
+         "/etc/passwd: outside the allowed roots (/tmp/allowed)",
+         "~/.cache/huggingface/token: no such file or directory"),
     ),
 ]
 
@@ -354,38 +356,42 @@ def _secret_value(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip()) and bool(_PLACEHOLDER.match(value.strip()))
 
 
-def redact_value(value: Any) -> Any:
+def redact_value(value: Any, _depth: int = 0) -> Any:
     """A copy of ``value`` with every string redacted, and every value under a secret-named key hidden.
 
-    Walks dicts, lists, tuples, sets, dataclass instances and pydantic models; other
-    objects come back as they are. ``{"wandb_key": "abc"}`` becomes
-    ``{"wandb_key": "[REDACTED]"}`` even though ``abc`` alone looks like nothing.
+    Walks dicts, lists, tuples, sets, dataclass instances and pydantic models (50 levels at
+    most); other objects come back as they are, and so does ``value`` itself where nothing
+    changed. ``{"wandb_key": "abc"}`` becomes ``{"wandb_key": "[REDACTED]"}`` even though
+    ``abc`` alone looks like nothing.
     """
     if isinstance(value, str):
         return redact(value)
+    if _depth > 50 or isinstance(value, (bytes, bytearray, int, float, bool, type(None))):
+        return value
     if isinstance(value, dict):
-        return {k: (REDACTED if isinstance(k, str) and names_secret(k) and _secret_value(v) else redact_value(v))
-                for k, v in value.items()}
+        return {k: _field(k, v, _depth) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        items = (redact_value(v) for v in value)
-        if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple
-            return type(value)(*items)
-        return type(value)(items)
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple: its field names count
+            return type(value)(*(_field(k, v, _depth) for k, v in zip(value._fields, value)))
+        return type(value)(redact_value(v, _depth + 1) for v in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         out = copy.copy(value)
         for f in dataclasses.fields(value):
             v = getattr(value, f.name)
-            new = REDACTED if names_secret(f.name) and _secret_value(v) else redact_value(v)
+            new = _field(f.name, v, _depth)
             if new is not v:
                 object.__setattr__(out, f.name, new)
         return out
     model_fields = getattr(type(value), "model_fields", None)
-    if isinstance(model_fields, dict) and hasattr(value, "model_copy"):  # a pydantic model
-        update = {}
-        for name in model_fields:
-            v = getattr(value, name)
-            new = REDACTED if names_secret(name) and _secret_value(v) else redact_value(v)
-            if new is not v:
-                update[name] = new
+    if isinstance(model_fields, dict) and hasattr(value, "model_copy"):  # a pydantic v2 model
+        update = {name: _field(name, getattr(value, name), _depth) for name in model_fields}
+        update = {k: v for k, v in update.items() if v is not getattr(value, k)}
         return value.model_copy(update=update) if update else value
     return value
+
+
+def _field(key: Any, value: Any, depth: int) -> Any:
+    """One entry of a mapping or object: hidden when its name says secret, else walked."""
+    if isinstance(key, str) and names_secret(key) and _secret_value(value):
+        return REDACTED
+    return redact_value(value, depth + 1)

@@ -138,6 +138,20 @@ def test_redact_value_walks_dataclasses_and_pydantic_models() -> None:
     assert model.text == REDACTED and model.args == {"secret": REDACTED}
 
 
+def test_redact_value_keeps_named_tuples_and_stops_at_depth() -> None:
+    from typing import NamedTuple
+
+    class Row(NamedTuple):
+        name: str
+        hf_token: str
+
+    row = redact_value(Row("a", "q" * 12))
+    assert isinstance(row, Row) and row == Row("a", REDACTED)
+    cycle: list = []
+    cycle.append(cycle)
+    assert redact_value(cycle)  # a cycle ends at the depth limit instead of recursing forever
+
+
 @pytest.mark.parametrize("key", ["wandb_key", "WANDB_API_KEY", "hf_token", "db_password", "client_secret", "X-Api-Key"])
 def test_names_secret(key: str) -> None:
     assert names_secret(key)
