@@ -187,13 +187,14 @@ def test_long_log_lines_are_redacted_before_they_are_cut(offset: int) -> None:
 
 
 def test_tracker_message_is_redacted_before_it_is_cut(tmp_path: Path) -> None:
+    from rlmedic.confine import Confinement
     from rlmedic.tools.checkpoints.listing import list_checkpoints
 
     save = tmp_path / "save"
     (save / "iter_0000100").mkdir(parents=True)
     key = "0123456789abcdef0123456789abcdef01234567"
     (save / "latest_checkpointed_iteration.txt").write_text(f"export WANDB_API_KEY={key}\n")
-    report = list_checkpoints(save)
+    report = list_checkpoints(save, confinement=Confinement(roots=[tmp_path]))
     messages = [i.message for i in report.issues if i.id == "tracker-invalid"]
     assert messages and "[REDACTED]" in messages[0]
     assert key[:6] not in json.dumps(report.to_dict())
