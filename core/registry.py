@@ -14,7 +14,6 @@ refused with a message the caller (or model) can read.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
 import json
@@ -219,7 +218,7 @@ class Registry:
                 raise
             return ToolResult(name, False, error=redact(f"internal error in {name}: {type(exc).__name__}: {exc}"),
                               arguments=shown_args, seconds=time.monotonic() - started)
-        value = redact_object(value)
+        value = redact_value(value)  # the result object itself, for renderers that take types
         data = redact_value(to_jsonable(value))
         text = bounded(redact(entry.render(value) if entry.render else _default_text(data)), ctx.max_text_chars)
         return ToolResult(name, True, value=value, data=data, text=text, arguments=shown_args,
@@ -274,32 +273,6 @@ def _validation_message(name: str, exc: Exception) -> str:
 
 
 # ---------------------------------------------------------------------- redaction and forms
-
-
-def redact_object(value: Any, _depth: int = 0) -> Any:
-    """A copy of ``value`` with every string inside redacted (dataclasses, pydantic models, containers)."""
-    if _depth > 50:
-        return value
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, (bytes, bytearray, int, float, bool, type(None), Path)):
-        return value
-    if isinstance(value, dict):
-        return {k: redact_object(v, _depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact_object(v, _depth + 1) for v in value]
-    if isinstance(value, tuple):
-        items = [redact_object(v, _depth + 1) for v in value]
-        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
-    model_fields = getattr(type(value), "model_fields", None)
-    if isinstance(model_fields, dict):  # pydantic v2 model
-        return value.model_copy(update={k: redact_object(getattr(value, k), _depth + 1) for k in model_fields})
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        clone = copy.copy(value)
-        for f in dataclasses.fields(value):
-            object.__setattr__(clone, f.name, redact_object(getattr(value, f.name), _depth + 1))
-        return clone
-    return value
 
 
 def to_jsonable(value: Any) -> Any:

@@ -12,7 +12,8 @@ import pytest
 from conftest import FIXTURES
 from typer.testing import CliRunner
 
-from rlmedic.registry import REGISTRY, Registry, ToolContext, bounded, redact_object
+from rlmedic.redact import redact_value
+from rlmedic.registry import REGISTRY, Registry, ToolContext, bounded
 from rlmedic.ui.cli import app
 
 LOGS = FIXTURES / "logs"
@@ -111,14 +112,14 @@ def test_model_text_is_bounded_after_redaction() -> None:
     assert SECRETS["hf"][:12] not in bounded(redact(text), 30)
 
 
-def test_redact_object_walks_dataclasses_models_and_containers() -> None:
+def test_result_objects_are_redacted_through_models_and_containers() -> None:
     from rlmedic.types import Citation, Finding, Fix
 
     f = Finding(id="x", category="other", severity="error", summary=f"token {SECRETS['hf']}",
                 evidence={"line": f"WANDB_API_KEY={SECRETS['wandb']}"},
                 fixes=[Fix(action=f"export HF_TOKEN={SECRETS['hf']}")],
                 citations=[Citation(kind="log", ref="a.log", lines=(1, 1))])
-    clean = redact_object(f)
+    clean = redact_value(f)
     dumped = json.dumps(clean.to_dict(), default=str)
     assert all(s not in dumped for s in SECRETS.values())
     assert SECRETS["hf"] in f.summary  # the original object is left alone
