@@ -1,44 +1,39 @@
-"""The offline engine: answers without any LLM.
+"""The offline engine: answers without any LLM, in the same events and Answer as the loop.
 
-It retrieves the best-matching playbook cards and documentation sections and composes
-a short answer: the likely cause, the fixes with exact keys (most effective first) and
-numbered citations. When the question holds pasted log text and the log tool is
-available, the log's root-cause finding picks the card.
+It runs the tools that apply to the attachments (``diagnose`` for logs, ``fix_config``
+for configs and launch scripts, ``gpu_status`` for GPU snapshots, ``list_checkpoints``
+for folders), diagnoses log text pasted into the question, retrieves the best playbook
+cards and documentation sections, and composes cause, evidence, fixes and citations.
+When there is a log, the category and the fixes come from its root finding (the
+evidence), and the cards only add background.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from rlmedic.knowledge.cards import Card, card_by_id
-from rlmedic.knowledge.index import KnowledgeBase
-from rlmedic.knowledge.retrieve import SearchResult
-from rlmedic.types import Citation, cite_dicts
+from rlmedic.agent.events import Answer, Event, Final, Notice, TextDelta, ToolFinished, ToolStarted
+from rlmedic.agent.grounding import ground
+from rlmedic.types import Citation, Fix
 
 #: A second card is mentioned when its score is at least this share of the best one.
 RELATED_SHARE = 0.8
+CONFIG_SUFFIXES = (".yaml", ".yml", ".sh", ".bash")
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".jsonl")
 
 
 @dataclass
-class Answer:
-    answer: str
-    citations: list[Citation]  # numbered [1], [2]... in ``answer``
-    engine: str = "offline"
-    cards: list[str] = field(default_factory=list)
-    sources: list[SearchResult] = field(default_factory=list)
-    findings: list[Any] = field(default_factory=list)
+class Result:
+    """A tool result the engine made in-process (same fields the registry's ToolResult has)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "answer": self.answer,
-            "citations": cite_dicts(self.citations),
-            "engine": self.engine,
-            "cards": self.cards,
-            "sources": [s.to_dict() for s in self.sources],
-            "findings": [f.to_dict() for f in self.findings],
-        }
+    name: str
+    ok: bool
+    data: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    seconds: float = 0.0
 
 
 def detect_framework(text: str) -> str:
@@ -51,79 +46,175 @@ def detect_framework(text: str) -> str:
     return ""
 
 
-def _looks_like_log(text: str) -> bool:
-    return text.count("\n") >= 2 and bool(
-        re.search(r"Traceback|Error|error:|\(pid=|Exception|CUDA|NCCL|Killed", text)
+def looks_like_log(text: str) -> bool:
+    return text.count("\n") >= 1 and bool(
+        re.search(r"Traceback|Error|error:|\(pid=|Exception|CUDA|NCCL|Killed|FAILED|Timeout", text)
     )
 
 
-def _log_findings(text: str) -> list[Any]:
+def classify(path: Path, peek: bytes) -> str:
+    """``log``, ``config``, ``snapshot`` or ``checkpoints`` for one attachment."""
+    if path.is_dir():
+        names = [p.name for p in list(path.iterdir())[:200]]
+        return "log" if names and all(n.endswith(LOG_SUFFIXES) for n in names if not n.startswith(".")) else "checkpoints"
+    name = path.name.lower()
+    head = peek.lstrip()[:1]
+    if name.endswith(".json") and head == b"{" and (b'"gpus"' in peek or b'"nvml"' in peek or b'"driver' in peek):
+        return "snapshot"
+    if name.endswith(CONFIG_SUFFIXES):
+        return "config"
+    return "log"
+
+
+def plan_calls(attachments: Sequence[Path], peek: Callable[[Path], bytes]) -> list[tuple[str, dict[str, Any]]]:
+    """The deterministic tool calls for these attachments (the offline engine and the loop's fallback)."""
+    kinds: dict[str, list[str]] = {"log": [], "config": [], "snapshot": [], "checkpoints": []}
+    for path in attachments:
+        kinds[classify(path, b"" if path.is_dir() else peek(path))].append(str(path))
+    calls: list[tuple[str, dict[str, Any]]] = []
+    if kinds["log"]:
+        calls.append(("diagnose", {"paths": kinds["log"]}))
+    snapshot = kinds["snapshot"][0] if kinds["snapshot"] else None
+    for snap in kinds["snapshot"]:
+        calls.append(("gpu_status", {"snapshot": snap}))
+    for config in kinds["config"]:
+        args: dict[str, Any] = {"config": config, "logs": kinds["log"]}
+        if snapshot:
+            args["snapshot"] = snapshot
+        calls.append(("fix_config", args))
+    for root in kinds["checkpoints"]:
+        calls.append(("list_checkpoints", {"root": root}))
+    return calls
+
+
+def run_tools(calls: Iterable[tuple[str, dict[str, Any]]], ctx: Any, results: list[Any],
+              call: Callable[..., Any] | None = None) -> Iterator[Event]:
+    """Run ``calls`` through the registry, emitting started/finished events; append to ``results``."""
+    if call is None:
+        from rlmedic.registry import REGISTRY
+
+        call = REGISTRY.call
+    for n, (name, args) in enumerate(calls, 1):
+        call_id = f"offline-{len(results) + 1}-{n}"
+        yield ToolStarted(id=call_id, name=name, args=args)
+        try:
+            result = call(name, args, ctx)
+        except Exception as exc:  # noqa: BLE001 - a tool bug is one failed step, not a lost answer
+            result = Result(name=name, ok=False, error=f"the tool failed: {type(exc).__name__}: {exc}")
+        results.append(result)
+        yield ToolFinished(id=call_id, name=name, ok=result.ok, data=result.data, error=result.error,
+                           seconds=result.seconds)
+
+
+def pasted_log_result(question: str) -> Result | None:
+    """Diagnose log text pasted into the question (no file, so no tool call)."""
+    if not looks_like_log(question):
+        return None
+    from rlmedic.confine import redact_value
     from rlmedic.tools.logs.diagnose import diagnose_text  # lazy: only for pasted logs
 
-    diagnosis = diagnose_text(text, name="<question>")
-    findings = list(diagnosis.findings)
-    if diagnosis.root is not None:
-        findings.insert(0, findings.pop(diagnosis.root))
-    return findings
+    diagnosis = diagnose_text(question, name="<question>")
+    if not diagnosis.findings:
+        return None
+    return Result(name="diagnose", ok=True, data=redact_value(diagnosis.to_dict()))
 
 
-def compose(question: str, cards: list[tuple[Card, float]], docs: list[SearchResult], findings: list[Any]) -> Answer:
-    citations: list[Citation] = []
-
-    def cite(citation: Citation) -> int:
-        if citation not in citations:
-            citations.append(citation)
-        return citations.index(citation) + 1
-
-    framework = detect_framework(question)
-    lines: list[str] = []
-    if findings:
-        root = findings[0]
-        where = f" [{cite(Citation.log(root.file, root.line))}]" if root.file and root.line else ""
-        lines.append(f"From the log: {root.summary}{where}.")
-    if not cards:
-        lines.append("No playbook card matches this question closely.")
-    else:
-        best, best_score = cards[0]
-        n = cite(best.citation)
-        lines.append(f"Likely cause: {best.title} [{n}].")
-        lines.append("Why it happens: " + " ".join(c.rstrip(".") + "." for c in best.causes[:2]))
-        fixes = [f for f in best.fixes if not framework or not f.framework or f.framework == framework] or list(best.fixes)
-        lines.append("What to change (most effective first):")
-        for i, fix in enumerate(fixes[:5], 1):
-            tag = f" [{fix.framework}]" if fix.framework and not framework else ""
-            lines.append(f"  {i}. {fix}{tag}")
-        related = [c for c, s in cards[1:] if s >= RELATED_SHARE * best_score]
-        for card in related[:2]:
-            lines.append(f"Also check: {card.title} [{cite(card.citation)}].")
-    if docs:
-        refs = ", ".join(f"[{cite(d.citation)}]" for d in docs)
-        lines.append(f"Documentation: {refs}.")
-    if citations:
-        lines.append("")
-        lines.append("Sources:")
-        lines += [f"  [{i}] {c}" for i, c in enumerate(citations, 1)]
-    return Answer(
-        answer="\n".join(lines),
-        citations=citations,
-        cards=[c.id for c, _ in cards],
-        sources=docs,
-        findings=findings,
-    )
+def run_offline(question: str, *, attachments: Sequence[Path] = (), ctx: Any = None, kb: Any = None,
+                notices: Sequence[str] = (), results: list[Any] | None = None,
+                call: Callable[..., Any] | None = None) -> Iterator[Event]:
+    """The offline engine as an event stream; ``results`` are tool results already made (reused)."""
+    for text in notices:
+        yield Notice(text)
+    results = list(results or [])
+    done = {r.name for r in results if r.ok}
+    if attachments and ctx is not None:
+        calls = [c for c in plan_calls(attachments, lambda p: ctx.confinement.read_bytes(p, max_bytes=4096))
+                 if c[0] not in done]
+        yield from run_tools(calls, ctx, results, call)
+    pasted = pasted_log_result(question)
+    if pasted is not None:
+        results.insert(0, pasted)
+    if kb is None and ctx is not None:
+        kb = ctx.knowledge()
+    answer = compose(question, results, kb)
+    answer.notices = list(notices)
+    answer.tool_calls = [{"name": r.name, "ok": r.ok} for r in results if not isinstance(r, Result)]
+    yield TextDelta(answer.answer)
+    yield Final(answer)
 
 
-def answer_offline(question: str, kb: KnowledgeBase, *, k_cards: int = 3, k_docs: int = 3) -> Answer:
-    """Answer ``question`` from the knowledge base alone (plus the log tool on pasted logs)."""
-    findings = _log_findings(question) if _looks_like_log(question) else []
-    card_hits = kb.search(question, k_cards, kind="card")
-    cards: list[tuple[Card, float]] = []
-    for hit in card_hits:
+def _cards(question: str, answer: Answer, kb: Any, k: int = 3) -> list[tuple[Any, float]]:
+    """The root finding's card when a log gave one (no retrieval: fast and evidence-led), else a search."""
+    from rlmedic.knowledge.cards import card_by_id
+
+    root_card = card_by_id(answer.cards[0]) if answer.cards else None
+    if root_card:
+        return [(root_card, 1.0)]
+    cards: list[tuple[Any, float]] = []
+    for hit in (kb.search(question, k, kind="card") if kb is not None else []):
         card = card_by_id(hit.card_id)
         if card:
             cards.append((card, hit.score))
-    root_card = card_by_id(findings[0].card) if findings and getattr(findings[0], "card", "") else None
-    if root_card:
-        top = cards[0][1] if cards else 1.0
-        cards = [(root_card, top * 2)] + [(c, s) for c, s in cards if c.id != root_card.id]
-    docs = kb.search(question, k_docs, kind="doc") if kb.has_documents() else []
-    return compose(question, cards, docs, findings)
+    return cards
+
+
+def compose(question: str, results: list[Any], kb: Any) -> Answer:
+    """Ground an answer in ``results`` and the knowledge base; write its text."""
+    answer = ground(Answer(answer="", engine="offline"), results)
+    framework = detect_framework(question)
+    cards = _cards(question, answer, kb)
+    answer.cards = [c.id for c, _ in cards]
+    lines: list[str] = []
+    if answer.root_cause:
+        where = f" [{answer.cite(_log_citation(answer.evidence[0]))}]" if answer.evidence else ""
+        lines.append(f"From the log: {answer.root_cause}{where}.")
+    if cards:
+        best, best_score = cards[0]
+        answer.category = answer.category or best.category
+        lines.append(f"Likely cause: {best.title} [{answer.cite(best.citation)}].")
+        lines.append("Why it happens: " + " ".join(c.rstrip(".") + "." for c in best.causes[:2]))
+        card_fixes = [f for f in best.fixes if not framework or not f.framework or f.framework == framework] or list(best.fixes)
+        for fix in card_fixes:
+            rendered = fix.render()
+            if not any(rendered == f.action for f in answer.fixes):
+                answer.fixes.append(Fix(action=rendered, key=fix.key or fix.flag, new=fix.value, why=fix.why,
+                                        citation=best.citation))
+        tags = {fix.render(): fix.framework for fix in best.fixes}
+    else:
+        tags = {}
+        if not answer.root_cause:
+            lines.append("No playbook card matches this question closely, and no log evidence was given.")
+    if answer.fixes:
+        lines.append("What to change (most effective first):")
+        for i, fix in enumerate(answer.fixes[:6], 1):
+            tag = f" [{tags[fix.action]}]" if tags.get(fix.action) and not framework else ""
+            ref = f" [{answer.cite(fix.citation)}]" if fix.citation and fix.citation.kind != "card" else ""
+            why = f": {fix.why.rstrip('.')}" if fix.why and fix.key and fix.why not in fix.action else ""
+            lines.append(f"  {i}. {fix.action}{why}{tag}{ref}")
+    if answer.config_diff:
+        lines += ["Corrected config (diff):", answer.config_diff.rstrip()]
+    for card, score in cards[1:3]:
+        if score >= RELATED_SHARE * cards[0][1]:
+            lines.append(f"Also check: {card.title} [{answer.cite(card.citation)}].")
+    retrieve = kb is not None and not answer.root_cause and kb.has_documents()
+    docs = kb.search(question, 3, kind="doc") if retrieve else []
+    if docs:
+        lines.append("Documentation: " + ", ".join(f"[{answer.cite(d.citation)}]" for d in docs) + ".")
+    if answer.citations:
+        lines += ["", "Sources:"] + [f"  [{i}] {c}" for i, c in enumerate(answer.citations, 1)]
+    answer.summary = answer.root_cause or (cards[0][0].title if cards else "")
+    answer.answer = "\n".join(lines)
+    return answer
+
+
+def _log_citation(evidence: str) -> Citation:
+    ref, _, line = evidence.rpartition(":")
+    return Citation(kind="log", ref=ref, lines=(int(line), int(line))) if line.isdigit() else Citation(kind="log", ref=evidence)
+
+
+def answer_offline(question: str, kb: Any = None, *, attachments: Sequence[Path] = (), ctx: Any = None,
+                   notices: Sequence[str] = ()) -> Answer:
+    """The offline answer, events drained (for callers that want only the result)."""
+    from rlmedic.agent.events import final_answer
+
+    return final_answer(run_offline(question, attachments=attachments, ctx=ctx, kb=kb, notices=notices))

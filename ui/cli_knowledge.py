@@ -1,4 +1,4 @@
-"""``rlmedic index``, ``search`` and ``ask``: the knowledge base from the terminal."""
+"""``rlmedic index`` and ``search``: the knowledge base from the terminal (``ask`` is in cli_agent)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ INDEX_DIR_HELP = "Index directory (default: $RLMEDIC_HOME/index or the per-user 
 def register(app: typer.Typer) -> None:
     app.command("index")(index)
     app.command("search")(search)
-    app.command("ask")(ask)
 
 
 def index(
@@ -66,21 +65,3 @@ def search(
         typer.secho(f"[{i}] {r.citation}  (score {r.score:.4f})", bold=True)
         snippet = " ".join(r.text.split())[:300]
         typer.echo(f"    {snippet}\n")
-
-
-def ask(
-    question: str = typer.Argument(..., metavar="QUESTION", help="Your question, an error message, or pasted log lines."),
-    offline: bool = typer.Option(False, "--offline", help="Answer without an LLM (retrieval + playbook cards)."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
-    json_out: bool = typer.Option(False, "--json", help="Print the answer as JSON."),
-) -> None:
-    """Ask a troubleshooting question; answers cite their sources."""
-    from rlmedic.agent.offline import answer_offline
-    from rlmedic.knowledge.index import KnowledgeBase
-    from rlmedic.ui.cli import print_json
-
-    answer = answer_offline(question, KnowledgeBase(index_dir))
-    if json_out:
-        print_json(answer.to_dict())
-        return
-    typer.echo(answer.answer)

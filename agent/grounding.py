@@ -1,0 +1,134 @@
+"""Tool results -> the structured parts of an :class:`Answer` (both engines use this).
+
+The root cause, its evidence lines, the fixes, the config diff and the citations come
+from the tools' JSON data, never from the model's prose: whatever the model writes,
+the structured answer holds only what a tool established.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Protocol
+
+from rlmedic.agent.events import Answer
+from rlmedic.types import Citation, Fix
+
+_DOC = re.compile(r"^(?P<ref>.+?)(?: § (?P<section>.+?))?(?: \(lines (?P<a>\d+)-(?P<b>\d+)\))?$")
+_LOG = re.compile(r"^(?P<ref>.+):(?P<line>\d+)$")
+_CARD = re.compile(r"^card:(?P<ref>[\w.-]+)(?: \((?P<section>.*)\))?$")
+
+
+class ResultLike(Protocol):
+    name: str
+    ok: bool
+    data: dict[str, Any]
+
+
+def citation_from(value: Any) -> Citation | None:
+    """A :class:`Citation` from its dict (``Citation.to_dict``) or its text (``str(Citation)``)."""
+    if isinstance(value, Citation):
+        return value
+    if isinstance(value, dict) and value.get("kind") in ("card", "doc", "log"):
+        lines = value.get("lines")
+        return Citation(kind=value["kind"], ref=str(value.get("ref", "")), section=value.get("section") or "",
+                        lines=tuple(lines) if lines else None, url=value.get("url") or "")
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if m := _CARD.match(text):
+        return Citation(kind="card", ref=m["ref"], section=m["section"] or "")
+    if (m := _LOG.match(text)) and "§" not in text:
+        line = int(m["line"])
+        return Citation(kind="log", ref=m["ref"], lines=(line, line))
+    m = _DOC.match(text)
+    lines = (int(m["a"]), int(m["b"])) if m and m["a"] else None
+    return Citation(kind="doc", ref=m["ref"] if m else text, section=(m["section"] or "") if m else "", lines=lines)
+
+
+def _fix_from(detail: dict[str, Any]) -> Fix:
+    return Fix(action=str(detail.get("action", "")), key=str(detail.get("key") or ""), old=detail.get("old"),
+               new=detail.get("new"), why=str(detail.get("why") or ""), citation=citation_from(detail.get("citation")))
+
+
+def _change_fix(change: dict[str, Any]) -> Fix:
+    key, old, new, op = change.get("key", ""), change.get("old"), change.get("new"), change.get("op", "set")
+    if op in ("delete", "remove_flag"):
+        action = f"remove {key}"
+    elif op == "rename":
+        action = f"rename {key} to {new}"
+    else:
+        action = f"set {key} to {new}" + (f" (was {old})" if old is not None else "")
+    return Fix(action=action, key=str(key), old=old, new=new, why=str(change.get("reason") or ""),
+               citation=citation_from(change.get("citation")))
+
+
+def root_finding(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The root finding of a ``diagnose`` result (or its worst finding)."""
+    findings = data.get("findings") or []
+    root = data.get("root")
+    if isinstance(root, int) and 0 <= root < len(findings):
+        return findings[root]
+    return findings[0] if findings else None
+
+
+def ground(answer: Answer, results: Iterable[ResultLike]) -> Answer:
+    """Fill ``answer``'s structured fields from successful tool results, in call order."""
+    for result in results:
+        if not result.ok:
+            continue
+        data = result.data or {}
+        if result.name == "diagnose":
+            _ground_diagnosis(answer, data)
+        elif result.name == "fix_config":
+            _ground_fix(answer, data)
+        elif result.name == "lint_config":
+            for problem in data.get("problems", []):
+                if cite := citation_from(problem.get("citation")):
+                    answer.cite(cite)
+        elif result.name == "search_docs":
+            for hit in (data.get("results") or [])[:3]:
+                if cite := citation_from(hit.get("citation")):
+                    answer.cite(cite)
+        elif result.name in ("gpu_status", "list_checkpoints"):
+            for item in data.get("findings", []) or []:
+                answer.findings.append(item)
+    return answer
+
+
+def _ground_diagnosis(answer: Answer, data: dict[str, Any]) -> None:
+    root = root_finding(data)
+    findings = data.get("findings") or []
+    if root is None:
+        answer.findings.extend(findings)
+        return
+    answer.findings.extend([root] + [f for f in findings if f is not root])  # root first
+    if not answer.root_cause:
+        answer.category = root.get("category", "") or answer.category
+        answer.root_cause = root.get("summary", "")
+        if root.get("file") and root.get("line"):
+            answer.evidence.append(f"{root['file']}:{root['line']}")
+        if root.get("card"):
+            answer.cards.insert(0, root["card"])
+    for text in root.get("citations", []):
+        if cite := citation_from(text):
+            answer.cite(cite)
+    known = {(f.key, f.action) for f in answer.fixes}
+    for detail in root.get("fix_details", []):
+        fix = _fix_from(detail)
+        if fix.action and (fix.key, fix.action) not in known:
+            answer.fixes.append(fix)
+            known.add((fix.key, fix.action))
+            if fix.citation:
+                answer.cite(fix.citation)
+
+
+def _ground_fix(answer: Answer, data: dict[str, Any]) -> None:
+    answer.config_diff = data.get("diff", "") or answer.config_diff
+    # config changes are exact edits: they go before the generic advice from the log
+    # (a generic fix for the same key, e.g. from the log's card, gives way to the exact edit)
+    changes = [_change_fix(c) for c in data.get("changes", [])]
+    keys = {c.key for c in changes if c.key}
+    answer.fixes[:] = changes + [f for f in answer.fixes if f.key not in keys]
+    for fix in changes:
+        if fix.citation:
+            answer.cite(fix.citation)

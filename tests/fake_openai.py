@@ -1,0 +1,180 @@
+"""A scripted OpenAI chat-completions server on 127.0.0.1, streaming exactly as SGLang does.
+
+Each test gives a list of replies; the server answers the n-th chat request with the
+n-th reply (the last one repeats). A reply is a :class:`Reply`: text, tool calls (name
+and raw argument string, so malformed JSON can be sent), an HTTP status, or a delay.
+Streaming follows SGLang's chunks: first ``role=assistant, content=""``; a tool call's
+first delta has ``id`` and ``function.name``, later deltas ``id: null`` and argument
+fragments; ``finish_reason`` ``tool_calls`` or ``stop``; a usage chunk when asked; then
+``data: [DONE]``. Every request body is kept in ``requests`` for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Call:
+    name: str
+    arguments: str  # raw: may be invalid JSON on purpose
+
+
+@dataclass
+class Reply:
+    content: str = ""
+    calls: list[Call] = field(default_factory=list)
+    status: int = 200
+    delay_s: float = 0.0
+
+
+def tool(name: str, **args: Any) -> Call:
+    return Call(name, json.dumps(args))
+
+
+class FakeOpenAI:
+    def __init__(self, replies: list[Reply] | None = None, *, model: str = "fake-qwen2.5-7b",
+                 models_delay_s: float = 0.0, models_status: int = 200) -> None:
+        self.replies = list(replies or [])
+        self.model = model
+        self.models_delay_s = models_delay_s
+        self.models_status = models_status
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            self.requests.append(body)
+            n = len(self.requests) - 1
+        if not self.replies:
+            return Reply(content="")
+        return self.replies[min(n, len(self.replies) - 1)]
+
+    # ------------------------------------------------------------------ HTTP --
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _json(self, status: int, data: Any) -> None:
+                body = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path.rstrip("/") in ("/v1/models", "/models"):
+                    time.sleep(fake.models_delay_s)
+                    if fake.models_status != 200:
+                        self._json(fake.models_status, {"error": {"message": "unavailable"}})
+                        return
+                    self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
+                elif self.path == "/health":
+                    self._json(200, {})
+                else:
+                    self._json(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._json(404, {"error": {"message": "not found"}})
+                    return
+                reply = fake.next_reply(body)
+                time.sleep(reply.delay_s)
+                if reply.status != 200:
+                    self._json(reply.status, {"object": "error", "message": "Internal server error", "code": reply.status})
+                    return
+                if body.get("stream"):
+                    self._stream(body, reply)
+                else:
+                    self._json(200, _completion(fake.model, reply))
+
+            def _stream(self, body: dict[str, Any], reply: Reply) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for chunk in _chunks(fake.model, reply, bool((body.get("stream_options") or {}).get("include_usage"))):
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+
+        return Handler
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that timed out and hung up (the slow-server tests) is expected
+
+
+_IDS = iter(range(1, 1_000_000))
+
+
+def _completion(model: str, reply: Reply) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+    if reply.calls:
+        message["tool_calls"] = [
+            {"id": f"call_{next(_IDS)}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in reply.calls
+        ]
+    return {
+        "id": f"chatcmpl-{next(_IDS)}", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.calls else "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def _chunks(model: str, reply: Reply, usage: bool) -> list[dict[str, Any]]:
+    cid = f"chatcmpl-{next(_IDS)}"
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    text = reply.content
+    for i in range(0, len(text), 7):  # a few tokens at a time
+        out.append(chunk({"content": text[i:i + 7]}))
+    for index, call in enumerate(reply.calls):
+        out.append(chunk({"tool_calls": [{"index": index, "id": f"call_{next(_IDS)}", "type": "function",
+                                          "function": {"name": call.name, "arguments": ""}}]}))
+        args = call.arguments
+        for i in range(0, len(args), 9):
+            out.append(chunk({"tool_calls": [{"index": index, "id": None, "type": "function",
+                                              "function": {"name": None, "arguments": args[i:i + 9]}}]}))
+    out.append(chunk({}, "tool_calls" if reply.calls else "stop"))
+    if usage:
+        out.append({"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                    "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+    return out

@@ -1,0 +1,136 @@
+"""``rlmedic ask``, ``serve-model`` and ``eval``: the agent from the terminal.
+
+Thin: it resolves flags and attachments, then renders the engine's events (tool steps
+and notices on stderr, the answer on stdout; ``--json`` prints the structured Answer).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+INDEX_DIR_HELP = "Index directory (default: $RLMEDIC_HOME/index or the per-user data dir)."
+BASE_URL_HELP = "OpenAI-compatible server, e.g. http://127.0.0.1:30000/v1 (default: $RLMEDIC_BASE_URL or that URL)."
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ask")(ask)
+    app.command("serve-model")(serve_model)
+    app.command("eval")(eval_cases)
+
+
+def ask(
+    question: str = typer.Argument(..., metavar="QUESTION", help="Your question, an error message, or pasted log lines."),
+    attach: list[str] = typer.Option([], "--attach", "-a", metavar="FILE",
+                                     help="A log, config, launch script, GPU snapshot or checkpoint folder ('-' = stdin). Repeatable."),
+    offline: bool = typer.Option(False, "--offline", help="Answer without an LLM (tools + retrieval + playbook cards)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the structured answer as JSON."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help=BASE_URL_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name on the server (default: $RLMEDIC_MODEL or the first listed)."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default: $RLMEDIC_API_KEY)."),
+    thread: Optional[str] = typer.Option(None, "--thread", help="Conversation id: follow-up questions with the same id share memory."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
+) -> None:
+    """Ask a troubleshooting question; attached files are investigated with rlmedic's tools."""
+    from rlmedic.agent.attachments import Attachments
+    from rlmedic.agent.engine import answer_events
+    from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted
+    from rlmedic.agent.llm import LLMConfig
+    from rlmedic.knowledge.index import KnowledgeBase
+    from rlmedic.ui.cli import print_json
+
+    config = None if offline else LLMConfig.resolve(base_url=base_url, model=model, api_key=api_key)
+    with Attachments(attach) as files:
+        ctx = files.context()
+        kb = KnowledgeBase(index_dir)
+        if hasattr(ctx, "index_dir") and index_dir:
+            ctx.index_dir = index_dir
+        for note in files.notices:
+            typer.echo(f"note: {note}", err=True)
+        streamed = False
+        for event in answer_events(question, attachments=files.paths, ctx=ctx, offline=offline, config=config,
+                                   thread_id=thread, kb=kb):
+            if isinstance(event, Final):
+                if json_out:
+                    print_json(event.answer.to_dict())
+                elif not streamed:
+                    typer.echo(event.answer.answer)
+                else:
+                    typer.echo("")
+            elif json_out:
+                continue
+            elif isinstance(event, Notice):
+                typer.echo(f"note: {event.text}", err=True)
+            elif isinstance(event, ToolStarted):
+                typer.echo(f"-> {event.name} {_args(event.args)}", err=True)
+            elif isinstance(event, ToolFinished):
+                status = "ok" if event.ok else f"error: {event.error}"
+                typer.echo(f"<- {event.name}: {status}", err=True)
+            elif isinstance(event, TextDelta):
+                typer.echo(event.text, nl=False)
+                streamed = True
+            elif isinstance(event, Failed):
+                from rlmedic.errors import UserError
+
+                raise UserError(event.error)
+
+
+def _args(args: dict) -> str:
+    import json
+
+    text = json.dumps(args, ensure_ascii=False, default=str)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def serve_model(
+    model: str = typer.Option(..., "--model", help="Local model folder or Hugging Face id."),
+    port: int = typer.Option(30000, "--port", help="Port to serve on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (127.0.0.1 keeps it local)."),
+    tp: int = typer.Option(1, "--tp", min=1, help="Tensor parallel size (GPUs per model)."),
+    mem_fraction_static: Optional[float] = typer.Option(None, "--mem-fraction-static", help="Share of GPU memory for weights + KV cache."),
+    context_length: Optional[int] = typer.Option(None, "--context-length", help="Max context length."),
+    sglang_python: Optional[str] = typer.Option(None, "--sglang-python", help="Python of SGLang's own venv (default: $RLMEDIC_SGLANG_PYTHON or this Python)."),
+    tool_call_parser: Optional[str] = typer.Option(None, "--tool-call-parser", help="Override the parser picked from the model family."),
+    reasoning_parser: Optional[str] = typer.Option(None, "--reasoning-parser", help="Override the reasoning parser ('none' turns it off)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the SGLang command and exit."),
+) -> None:
+    """Start an SGLang server for a local model, wait until healthy, print its base URL."""
+    from rlmedic.agent.serve import ServeOptions, build_command, serve
+
+    opts = ServeOptions(model=model, port=port, host=host, tp=tp, mem_fraction_static=mem_fraction_static,
+                        context_length=context_length, sglang_python=sglang_python or "",
+                        tool_call_parser=tool_call_parser or "", reasoning_parser=reasoning_parser or "")
+    if dry_run:
+        typer.echo(" ".join(build_command(opts)))
+        return
+    raise typer.Exit(serve(opts, echo=lambda s: typer.echo(s, err=True)))
+
+
+def eval_cases(
+    cases: Path = typer.Argument(..., metavar="CASES", help="A JSONL file of cases or a folder of case folders."),
+    offline: bool = typer.Option(False, "--offline", help="Evaluate the offline engine."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help=BASE_URL_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name on the server."),
+    json_out: bool = typer.Option(False, "--json", help="Print per-case scores and totals as JSON."),
+    record: Optional[Path] = typer.Option(None, "--record", help="Save each case's transcript (events) in this folder."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
+) -> None:
+    """Score the agent on cases: category right, must-mention share, citation, tool calls, seconds."""
+    from rlmedic.agent.evaluate import evaluate, load_cases
+    from rlmedic.agent.llm import LLMConfig
+    from rlmedic.knowledge.index import KnowledgeBase
+    from rlmedic.ui.cli import print_json
+
+    config = None if offline else LLMConfig.resolve(base_url=base_url, model=model)
+    report = evaluate(load_cases(cases), offline=offline, config=config, kb=KnowledgeBase(index_dir), record=record)
+    if json_out:
+        print_json(report.to_dict())
+        return
+    for score in report.scores:
+        mark = "ok " if score.category_right else "-- "
+        typer.echo(f"{mark}{score.id}: category {score.category or '?'} (want {score.expected_category}), "
+                   f"mentions {score.mention_share:.0%}, citation {'yes' if score.cited else 'no'}, "
+                   f"{score.tool_calls} tool calls, {score.seconds:.1f} s")
+    typer.echo(report.summary())
