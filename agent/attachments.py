@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import BinaryIO, Sequence
+from typing import Any, BinaryIO, Sequence
 
 from rlmedic.errors import UserError
 
@@ -57,11 +57,11 @@ class Attachments:
             handle.write(data)
         return path
 
-    def context(self, deadline_s: float | None = None) -> object:
-        """The registry ``ToolContext`` whose roots are exactly these attachments."""
+    def context(self, *, deadline_s: float | None = None, index_dir: str | os.PathLike[str] | None = None) -> Any:
+        """The registry ``ToolContext`` whose roots are these attachments (plus ``RLMEDIC_ALLOWED_ROOTS``)."""
         from rlmedic.registry import ToolContext
 
-        return ToolContext.for_roots([str(p) for p in self.paths], deadline_s=deadline_s)
+        return ToolContext.for_roots([str(p) for p in self.paths], deadline_s=deadline_s, index_dir=index_dir)
 
     def close(self) -> None:
         if self._tmp:

@@ -21,7 +21,7 @@ _CARD = re.compile(r"^card:(?P<ref>[\w.-]+)(?: \((?P<section>.*)\))?$")
 class ResultLike(Protocol):
     name: str
     ok: bool
-    data: dict[str, Any]
+    data: Any
 
 
 def citation_from(value: Any) -> Citation | None:
@@ -76,7 +76,15 @@ def ground(answer: Answer, results: Iterable[ResultLike]) -> Answer:
     for result in results:
         if not result.ok:
             continue
-        data = result.data or {}
+        data = result.data if result.data is not None else {}
+        if result.name == "search_docs":
+            hits = data if isinstance(data, list) else data.get("results") or []
+            for hit in hits[:3]:
+                if cite := citation_from(hit.get("citation")):
+                    answer.cite(cite)
+            continue
+        if not isinstance(data, dict):
+            continue
         if result.name == "diagnose":
             _ground_diagnosis(answer, data)
         elif result.name == "fix_config":
@@ -84,10 +92,6 @@ def ground(answer: Answer, results: Iterable[ResultLike]) -> Answer:
         elif result.name == "lint_config":
             for problem in data.get("problems", []):
                 if cite := citation_from(problem.get("citation")):
-                    answer.cite(cite)
-        elif result.name == "search_docs":
-            for hit in (data.get("results") or [])[:3]:
-                if cite := citation_from(hit.get("citation")):
                     answer.cite(cite)
         elif result.name in ("gpu_status", "list_checkpoints"):
             for item in data.get("findings", []) or []:

@@ -32,6 +32,7 @@ class Result:
     name: str
     ok: bool
     data: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
     error: str = ""
     seconds: float = 0.0
 

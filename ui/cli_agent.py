@@ -38,15 +38,12 @@ def ask(
     from rlmedic.agent.engine import answer_events
     from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted
     from rlmedic.agent.llm import LLMConfig
-    from rlmedic.knowledge.index import KnowledgeBase
     from rlmedic.ui.cli import print_json
 
     config = None if offline else LLMConfig.resolve(base_url=base_url, model=model, api_key=api_key)
     with Attachments(attach) as files:
-        ctx = files.context()
-        kb = KnowledgeBase(index_dir)
-        if hasattr(ctx, "index_dir") and index_dir:
-            ctx.index_dir = index_dir
+        ctx = files.context(index_dir=index_dir)
+        kb = ctx.knowledge()
         for note in files.notices:
             typer.echo(f"note: {note}", err=True)
         streamed = False
