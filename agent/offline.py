@@ -47,12 +47,6 @@ def detect_framework(text: str) -> str:
     return ""
 
 
-def looks_like_log(text: str) -> bool:
-    return text.count("\n") >= 1 and bool(
-        re.search(r"Traceback|Error|error:|\(pid=|Exception|CUDA|NCCL|Killed|FAILED|Timeout", text)
-    )
-
-
 def classify(path: Path, peek: bytes) -> str:
     """``log``, ``config``, ``snapshot`` or ``checkpoints`` for one attachment."""
     if path.is_dir():
@@ -108,9 +102,11 @@ def run_tools(calls: Iterable[tuple[str, dict[str, Any]]], ctx: Any, results: li
 
 
 def pasted_log_result(question: str) -> Result | None:
-    """Diagnose log text pasted into the question (no file, so no tool call)."""
-    if not looks_like_log(question):
-        return None
+    """Diagnose the question's own text: pasted log lines and quoted errors are evidence too.
+
+    The signature scan is cheap and precise (a finding needs a known error or symptom
+    pattern), so prose questions go through it as well; no finding -> None.
+    """
     from rlmedic.confine import redact_value
     from rlmedic.tools.logs.diagnose import diagnose_text  # lazy: only for pasted logs
 
