@@ -238,6 +238,7 @@ class Agent:
         self.call = call or registry.call
         self.thread_id = thread_id or f"once-{uuid.uuid4().hex}"
         self.run = RunState()
+        self._own_deadline = ctx is not None and getattr(ctx, "deadline", "set") is None
         tools = list(registry.tools())
         self.graph = create_agent(
             chat_model(config, model),
@@ -255,6 +256,8 @@ class Agent:
         from rlmedic.confine import redact
 
         self.run = RunState()
+        if self._own_deadline:  # tools stop with the run's time budget
+            self.ctx.deadline = self.run.started + self.budgets.seconds
         content = redact(question) + prompts.attachment_lines(describe_attachments(self.attachments))
         yield from self._stream({"messages": [HumanMessage(content=content)]})
         yield from self._finish(question)
