@@ -10,6 +10,7 @@ call a real model by accident.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import os
@@ -101,8 +102,13 @@ def probe(config: LLMConfig, timeout_s: float = PROBE_TIMEOUT_S) -> str:
     return models[0]
 
 
+@functools.lru_cache(maxsize=8)
 def chat_model(config: LLMConfig, model: str) -> Any:
-    """The LangChain chat model for ``config`` (chat completions, streamed, no retries)."""
+    """The LangChain chat model for ``config`` (chat completions, streamed, no retries).
+
+    Cached: building one costs ~0.2 s (HTTP clients, TLS context), and a long-lived
+    process (web, Slack) makes an agent per conversation.
+    """
     from langchain_openai import ChatOpenAI  # heavy: only when the LLM engine runs
 
     check_allowed(config.base_url)
