@@ -25,3 +25,12 @@ def index_dir(override: str | os.PathLike[str] | None = None) -> Path:
     if override:
         return Path(override).expanduser()
     return data_dir() / "index"
+
+
+def chroma_url() -> str:
+    """A Chroma server (``chroma run``) to hold the dense index instead of the embedded store.
+
+    ``RLMEDIC_CHROMA_URL``, e.g. ``http://127.0.0.1:8000``; "" means the embedded store in
+    the index dir. The manifest and the BM25 index stay in the index dir either way.
+    """
+    return os.environ.get("RLMEDIC_CHROMA_URL", "").strip()

@@ -83,9 +83,26 @@ class Store:
             import chromadb
             from chromadb.config import Settings
 
-            client = chromadb.PersistentClient(
-                path=str(self.directory / "chroma"), settings=Settings(anonymized_telemetry=False)
-            )
+            from rlmedic.settings import chroma_url
+
+            url = chroma_url()
+            if url:  # a shared Chroma server (`chroma run`); see settings.chroma_url
+                from urllib.parse import urlsplit
+
+                parts = urlsplit(url)
+                if parts.scheme not in ("http", "https") or not parts.hostname:
+                    raise UserError(f"--chroma-url {url!r}: not an http(s) URL")
+                try:
+                    client = chromadb.HttpClient(
+                        host=parts.hostname, port=parts.port or (443 if parts.scheme == "https" else 8000),
+                        ssl=parts.scheme == "https", settings=Settings(anonymized_telemetry=False),
+                    )
+                except Exception as exc:  # chromadb raises ValueError/ConnectionError subclasses
+                    raise UserError(f"--chroma-url {url}: cannot reach the Chroma server ({exc})") from None
+            else:
+                client = chromadb.PersistentClient(
+                    path=str(self.directory / "chroma"), settings=Settings(anonymized_telemetry=False)
+                )
             self._collection = client.get_or_create_collection(
                 COLLECTION, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
             )

@@ -30,6 +30,9 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     home = tmp_path_factory.mktemp("rlmedic-home")
     monkeypatch.setenv("RLMEDIC_HOME", str(home))
     monkeypatch.delenv("RLMEDIC_ALLOWED_ROOTS", raising=False)
+    monkeypatch.delenv("RLMEDIC_CHROMA_URL", raising=False)  # also undoes `--chroma-url` set in-process
+    for key in ("RLMEDIC_BASE_URL", "RLMEDIC_MODEL", "RLMEDIC_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
     return home
 
 

@@ -11,6 +11,8 @@ from typing import Optional
 
 import typer
 
+from rlmedic.ui.cli_knowledge import CHROMA_URL_HELP, use_chroma_url
+
 INDEX_DIR_HELP = "Index directory (default: $RLMEDIC_HOME/index or the per-user data dir)."
 BASE_URL_HELP = "OpenAI-compatible server, e.g. http://127.0.0.1:30000/v1 (default: $RLMEDIC_BASE_URL or that URL)."
 
@@ -32,8 +34,10 @@ def ask(
     api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default: $RLMEDIC_API_KEY)."),
     thread: Optional[str] = typer.Option(None, "--thread", help="Conversation id: follow-up questions with the same id share memory."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
+    chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
 ) -> None:
     """Ask a troubleshooting question; attached files are investigated with rlmedic's tools."""
+    use_chroma_url(chroma_url)
     from rlmedic.agent.attachments import Attachments
     from rlmedic.agent.engine import answer_events
     from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted

@@ -8,6 +8,15 @@ from typing import Optional
 import typer
 
 INDEX_DIR_HELP = "Index directory (default: $RLMEDIC_HOME/index or the per-user data dir)."
+CHROMA_URL_HELP = "A Chroma server (`chroma run`) for the dense index instead of the embedded store (env RLMEDIC_CHROMA_URL)."
+
+
+def use_chroma_url(url: str | None) -> None:
+    """Point every knowledge base in this process at ``url`` (see rlmedic.settings.chroma_url)."""
+    import os
+
+    if url:
+        os.environ["RLMEDIC_CHROMA_URL"] = url
 
 
 def register(app: typer.Typer) -> None:
@@ -18,9 +27,11 @@ def register(app: typer.Typer) -> None:
 def index(
     paths: list[Path] = typer.Argument(..., metavar="PATH", help="Files or folders of docs (Markdown, reStructuredText, text)."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
+    chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Add documents to the knowledge base (only changed files are re-embedded)."""
+    use_chroma_url(chroma_url)
     from rlmedic.knowledge.index import KnowledgeBase
     from rlmedic.ui.cli import print_json
     from rlmedic.ui.progress import progress_bar
@@ -47,9 +58,11 @@ def search(
     k: int = typer.Option(5, "-k", min=1, max=50, help="How many results."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
     kind: Optional[str] = typer.Option(None, "--kind", help="Only 'doc' (indexed docs) or 'card' (playbook cards)."),
+    chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
 ) -> None:
     """Hybrid search (dense + BM25) over the indexed docs and the playbook cards."""
+    use_chroma_url(chroma_url)
     from rlmedic.errors import UserError
     from rlmedic.ui.cli import print_json, run_tool
 
