@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from rlmedic.agent.events import Event
+from rlmedic.agent.events import Event, Failed
 from rlmedic.agent.llm import LLMConfig, ServerUnavailable, probe
 from rlmedic.agent.loop import Agent, Budgets, fallback
 
@@ -51,15 +51,17 @@ def answer_events(question: str, *, attachments: Sequence[Path] = (), ctx: Any =
         yield from run_offline(question, attachments=attachments, ctx=ctx, kb=kb,
                                notices=[f"offline: {exc.reason}"])
         return
-    agent = Agent(config, model, ctx, attachments=attachments, thread_id=thread_id, budgets=budgets,
-                  registry=registry, kb=kb)
+    agent: Agent | None = None
     try:
+        agent = Agent(config, model, ctx, attachments=attachments, thread_id=thread_id, budgets=budgets,
+                      registry=registry, kb=kb)
         yield from agent.ask(question)
     except Exception as exc:  # noqa: BLE001 - only server failures are turned into the offline answer
         reason = _server_error(exc)
-        if reason is None:
+        if reason is None:  # a bug: say so in the stream (web, Slack), then keep the traceback
+            yield Failed(f"{type(exc).__name__}: {exc}")
             raise
-        yield from fallback(question, agent, f"offline: {reason}")
+        yield from fallback(question, agent, f"offline: {reason}", attachments=attachments, ctx=ctx, kb=kb)
     finally:
-        if transcript is not None:
+        if transcript is not None and agent is not None:
             transcript.extend(agent.messages())

@@ -329,3 +329,25 @@ def test_the_client_refuses_non_loopback_servers_under_pytest() -> None:
     with pytest.raises(UserError, match="loopback"):
         LLMConfig.resolve(base_url="https://api.example.com/v1")
     assert LLMConfig.resolve(base_url="http://localhost:1234").base_url == "http://localhost:1234/v1"
+
+
+def test_a_bug_in_the_loop_is_a_failed_event_then_the_exception(files: tuple[Path, Path]) -> None:
+    log, _ = files
+
+    class Exploding:
+        call = REGISTRY.call
+
+        def tools(self) -> list[Any]:
+            raise KeyError("registry bug")
+
+    from rlmedic.agent.events import Failed
+
+    with FakeOpenAI([Reply(content="x")]) as server:
+        ctx = ToolContext.for_roots([str(log)])
+        stream = answer_events("why?", attachments=[log], ctx=ctx, registry=Exploding(),
+                               config=LLMConfig.resolve(base_url=server.base_url))
+        with pytest.raises(KeyError):
+            for event in stream:
+                assert not isinstance(event, Final)
+                seen = event
+    assert isinstance(seen, Failed) and "registry bug" in seen.error

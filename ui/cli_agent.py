@@ -72,10 +72,8 @@ def ask(
             elif isinstance(event, TextDelta):
                 typer.echo(event.text, nl=False)
                 streamed = True
-            elif isinstance(event, Failed):
-                from rlmedic.errors import UserError
-
-                raise UserError(event.error)
+            elif isinstance(event, Failed):  # the exception with its traceback follows
+                typer.echo(f"rlmedic: failed: {event.error}", err=True)
 
 
 def _args(args: dict) -> str:
