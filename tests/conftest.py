@@ -30,9 +30,10 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     home = tmp_path_factory.mktemp("rlmedic-home")
     monkeypatch.setenv("RLMEDIC_HOME", str(home))
     monkeypatch.delenv("RLMEDIC_ALLOWED_ROOTS", raising=False)
-    monkeypatch.delenv("RLMEDIC_CHROMA_URL", raising=False)  # also undoes `--chroma-url` set in-process
-    for key in ("RLMEDIC_BASE_URL", "RLMEDIC_MODEL", "RLMEDIC_API_KEY"):
-        monkeypatch.delenv(key, raising=False)
+    # setenv (not delenv) so that a value set in-process (`--chroma-url` through CliRunner)
+    # is undone after the test: delenv of an absent variable records nothing to restore
+    for key in ("RLMEDIC_CHROMA_URL", "RLMEDIC_BASE_URL", "RLMEDIC_MODEL", "RLMEDIC_API_KEY"):
+        monkeypatch.setenv(key, "")
     return home
 
 
