@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Union
 
-from rlmedic.types import Citation, Fix
+from rlmedic.types import Citation, Fix, cite_dicts
 
 
 @dataclass
@@ -103,25 +103,18 @@ class Answer:
     def to_dict(self) -> dict[str, Any]:
         return {
             "answer": self.answer,
-            "citations": [str(c) for c in self.citations],
+            "citations": cite_dicts(self.citations),
             "engine": self.engine,
             "summary": self.summary,
             "category": self.category,
             "root_cause": {"text": self.root_cause, "evidence": self.evidence},
-            "fixes": [_fix_dict(f) for f in self.fixes],
+            "fixes": [f.to_dict() for f in self.fixes],
             "config_diff": self.config_diff,
-            "citation_details": [c.to_dict() for c in self.citations],
             "findings": self.findings,
             "tool_calls": self.tool_calls,
             "notices": self.notices,
             "cards": self.cards,
         }
-
-
-def _fix_dict(fix: Fix) -> dict[str, Any]:
-    data = fix.to_dict()
-    data["citation_details"] = fix.citation.to_dict() if fix.citation else None
-    return data
 
 
 @dataclass

@@ -28,7 +28,7 @@ def citation_from(value: Any) -> Citation | None:
     """A :class:`Citation` from its dict (``Citation.to_dict``) or its text (``str(Citation)``)."""
     if isinstance(value, Citation):
         return value
-    if isinstance(value, dict) and value.get("kind") in ("card", "doc", "log"):
+    if isinstance(value, dict) and value.get("kind") in ("card", "doc", "log", "issue", "config"):
         lines = value.get("lines")
         return Citation(kind=value["kind"], ref=str(value.get("ref", "")), section=value.get("section") or "",
                         lines=tuple(lines) if lines else None, url=value.get("url") or "")
@@ -46,20 +46,13 @@ def citation_from(value: Any) -> Citation | None:
 
 
 def _fix_from(detail: dict[str, Any]) -> Fix:
-    return Fix(action=str(detail.get("action", "")), key=str(detail.get("key") or ""), old=detail.get("old"),
-               new=detail.get("new"), why=str(detail.get("why") or ""), citation=citation_from(detail.get("citation")))
-
-
-def _change_fix(change: dict[str, Any]) -> Fix:
-    key, old, new, op = change.get("key", ""), change.get("old"), change.get("new"), change.get("op", "set")
-    if op in ("delete", "remove_flag"):
-        action = f"remove {key}"
-    elif op == "rename":
-        action = f"rename {key} to {new}"
-    else:
-        action = f"set {key} to {new}" + (f" (was {old})" if old is not None else "")
-    return Fix(action=action, key=str(key), old=old, new=new, why=str(change.get("reason") or ""),
-               citation=citation_from(change.get("citation")))
+    """A :class:`Fix` from its JSON (``Fix.to_dict``: diagnose's fix_details, fix_config's changes)."""
+    raw = detail.get("citations") or ([detail["citation"]] if detail.get("citation") else [])
+    citations = tuple(c for c in (citation_from(r) for r in raw) if c is not None)
+    op = detail.get("op") if detail.get("op") in ("set", "delete", "rename", "add_flag", "remove_flag", "action") else "action"
+    return Fix(action=str(detail.get("action") or ""), op=op, key=str(detail.get("key") or ""), old=detail.get("old"),
+               new=detail.get("new"), why=str(detail.get("why") or detail.get("reason") or ""),
+               framework=str(detail.get("framework") or ""), rule=str(detail.get("rule") or ""), citations=citations)
 
 
 def root_finding(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -116,12 +109,12 @@ def _ground_diagnosis(answer: Answer, data: dict[str, Any]) -> None:
     for text in root.get("citations", []):
         if cite := citation_from(text):
             answer.cite(cite)
-    known = {(f.key, f.action) for f in answer.fixes}
+    known = {(f.key, str(f)) for f in answer.fixes}
     for detail in root.get("fix_details", []):
         fix = _fix_from(detail)
-        if fix.action and (fix.key, fix.action) not in known:
+        if str(fix) and (fix.key, str(fix)) not in known:
             answer.fixes.append(fix)
-            known.add((fix.key, fix.action))
+            known.add((fix.key, str(fix)))
             if fix.citation:
                 answer.cite(fix.citation)
 
@@ -130,7 +123,7 @@ def _ground_fix(answer: Answer, data: dict[str, Any]) -> None:
     answer.config_diff = data.get("diff", "") or answer.config_diff
     # config changes are exact edits: they go before the generic advice from the log
     # (a generic fix for the same key, e.g. from the log's card, gives way to the exact edit)
-    changes = [_change_fix(c) for c in data.get("changes", [])]
+    changes = [_fix_from(c) for c in data.get("changes", [])]
     keys = {c.key for c in changes if c.key}
     answer.fixes[:] = changes + [f for f in answer.fixes if f.key not in keys]
     for fix in changes:

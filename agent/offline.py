@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from rlmedic.agent.events import Answer, Event, Final, Notice, TextDelta, ToolFinished, ToolStarted
 from rlmedic.agent.grounding import ground
-from rlmedic.types import Citation, Fix
+from rlmedic.types import Citation
 
 #: A second card is mentioned when its score is at least this share of the best one.
 RELATED_SHARE = 0.8
@@ -171,12 +171,9 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
         lines.append(f"Likely cause: {best.title} [{answer.cite(best.citation)}].")
         lines.append("Why it happens: " + " ".join(c.rstrip(".") + "." for c in best.causes[:2]))
         card_fixes = [f for f in best.fixes if not framework or not f.framework or f.framework == framework] or list(best.fixes)
-        for fix in card_fixes:
-            rendered = fix.render()
-            if not any(rendered == f.action for f in answer.fixes):
-                answer.fixes.append(Fix(action=rendered, key=fix.key or fix.flag, new=fix.value, why=fix.why,
-                                        citation=best.citation))
-        tags = {fix.render(): fix.framework for fix in best.fixes}
+        shown = {str(f) for f in answer.fixes}
+        answer.fixes += [f for f in card_fixes if str(f) not in shown]
+        tags = {str(fix): fix.framework for fix in best.fixes}
     else:
         tags = {}
         if not answer.root_cause:
@@ -184,10 +181,11 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
     if answer.fixes:
         lines.append("What to change (most effective first):")
         for i, fix in enumerate(answer.fixes[:6], 1):
-            tag = f" [{tags[fix.action]}]" if tags.get(fix.action) and not framework else ""
+            text = str(fix)
+            tag = f" [{tags[text]}]" if tags.get(text) and not framework else ""
             ref = f" [{answer.cite(fix.citation)}]" if fix.citation and fix.citation.kind != "card" else ""
-            why = f": {fix.why.rstrip('.')}" if fix.why and fix.key and fix.why not in fix.action else ""
-            lines.append(f"  {i}. {fix.action}{why}{tag}{ref}")
+            why = f": {fix.why.rstrip('.')}" if fix.why and fix.key and fix.why not in text else ""
+            lines.append(f"  {i}. {text}{why}{tag}{ref}")
     if answer.config_diff:
         lines += ["Corrected config (diff):", answer.config_diff.rstrip()]
     for card, score in cards[1:3]:

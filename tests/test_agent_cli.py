@@ -32,8 +32,9 @@ def test_ask_offline_with_a_log_and_a_config_gives_the_structured_answer(tmp_pat
     assert data["root_cause"]["evidence"][0].startswith(str(tmp_path / "train.log") + ":")
     assert data["fixes"][0]["key"] == "actor.mb_spec.max_tokens_per_mb" and data["fixes"][0]["new"] == 2048
     assert "+    max_tokens_per_mb: 2048" in data["config_diff"]
-    assert any(c.startswith("card:oom-actor-train") for c in data["citations"])
-    assert all({"kind", "ref", "text"} <= set(c) for c in data["citation_details"])
+    assert any(c["text"].startswith("card:oom-actor-train") for c in data["citations"])
+    assert all({"kind", "ref", "text"} <= set(c) for c in data["citations"])
+    assert data["fixes"][0]["citation"]["kind"] == "card"
     assert "From the log:" in data["answer"] and "Corrected config (diff):" in data["answer"]
     assert (tmp_path / "config.yaml").read_bytes() == before  # never modified
 

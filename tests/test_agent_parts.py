@@ -36,7 +36,7 @@ def test_answer_cites_each_source_once_and_serialises() -> None:
     card = Citation(kind="card", ref="a")
     assert answer.cite(card) == 1 and answer.cite(Citation(kind="log", ref="f", lines=(3, 3))) == 2 and answer.cite(card) == 1
     data = json.loads(json.dumps(answer.to_dict()))
-    assert data["citations"] == ["card:a", "f:3"] and data["citation_details"][1]["lines"] == [3, 3]
+    assert [c["text"] for c in data["citations"]] == ["card:a", "f:3"] and data["citations"][1]["lines"] == [3, 3]
 
 
 def test_stdin_attachment_keeps_the_end_of_an_oversized_stream() -> None:
