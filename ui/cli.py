@@ -77,6 +77,7 @@ COMMAND_MODULES = (
     "rlmedic.ui.cli_checkpoints",
     "rlmedic.ui.cli_config",
     "rlmedic.ui.cli_mcp",
+    "rlmedic.ui.cli_chat",
     "rlmedic.ui.cli_agent",
 )
 

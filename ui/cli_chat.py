@@ -1,0 +1,83 @@
+"""``rlmedic chat`` and ``rlmedic web``: a conversation in the terminal or in the browser."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+BASE_URL_HELP = "OpenAI-compatible server, e.g. http://127.0.0.1:30000/v1 (default: $RLMEDIC_BASE_URL)."
+
+
+def register(app: typer.Typer) -> None:
+    app.command("chat")(chat)
+    app.command("web")(web)
+
+
+def _config(offline: bool, base_url: Optional[str], model: Optional[str], api_key: Optional[str]):  # noqa: ANN202
+    if offline:
+        return None
+    from rlmedic.agent.llm import LLMConfig
+
+    return LLMConfig.resolve(base_url=base_url, model=model, api_key=api_key)
+
+
+def chat(
+    attach: list[str] = typer.Option([], "--attach", "-a", metavar="FILE", help="Start with this log, config or folder attached (repeatable)."),
+    offline: bool = typer.Option(False, "--offline", help="Answer without an LLM (tools + playbook cards + docs)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help=BASE_URL_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name on the server (default: $RLMEDIC_MODEL or the first listed)."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default: $RLMEDIC_API_KEY)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: the data dir)."),
+) -> None:
+    """Chat about a failed run in the terminal; /help lists the commands (piped input works too)."""
+    from rlmedic.agent.conversation import Conversation
+    from rlmedic.ui.chat import chat_loop
+
+    conv = Conversation(offline=offline, config=_config(offline, base_url, model, api_key), index_dir=index_dir)
+    if attach:
+        conv.attach(*attach)
+    code = chat_loop(conv)
+    _exit_now_if_answers_linger(code)
+    raise typer.Exit(code)
+
+
+def _exit_now_if_answers_linger(code: int) -> None:
+    """An answer stopped with Ctrl-C may still wait on the model server in a worker thread;
+    leaving must not wait for it (thread pools are joined at exit), so end the process now."""
+    import sys
+    import threading
+
+    if any(t.name == "rlmedic-answer" and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def web(
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback unless you say otherwise)."),
+    port: int = typer.Option(7860, "--port", min=1, max=65535, help="Port."),
+    auth: Optional[str] = typer.Option(None, "--auth", metavar="USER:PASS", help="Require this login (default: $RLMEDIC_WEB_AUTH)."),
+    max_upload_mb: int = typer.Option(200, "--max-upload-mb", min=1, help="Largest upload accepted, in MB."),
+    offline: bool = typer.Option(False, "--offline", help="Answer without an LLM (tools + playbook cards + docs)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help=BASE_URL_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name on the server."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default: $RLMEDIC_API_KEY)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: the data dir)."),
+) -> None:
+    """Serve the chat as a web page (Gradio): upload logs and configs, see the diagnosis, diff, GPUs and sources."""
+    from rlmedic.errors import UserError
+    from rlmedic.ui.web import WebSettings, launch
+
+    auth = auth or os.environ.get("RLMEDIC_WEB_AUTH") or None
+    credentials = None
+    if auth:
+        user, sep, password = auth.partition(":")
+        if not sep or not user or not password:
+            raise UserError("--auth must be USER:PASS")
+        credentials = (user, password)
+    settings = WebSettings(offline=offline, config=_config(offline, base_url, model, api_key), index_dir=index_dir,
+                           max_upload_mb=max_upload_mb)
+    launch(settings, host=host, port=port, auth=credentials, block=True)

@@ -1,0 +1,106 @@
+"""Renderers of the agent's events and answers for people: Markdown (web, /save) and the terminal.
+
+They take the structured :class:`~rlmedic.agent.events.Answer` and events; they never
+parse prose. Tool steps get one compact line each: name, key arguments, outcome, time.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+#: Tool arguments worth showing in a step line (paths shortened to their names).
+_KEY_ARGS = ("paths", "config", "logs", "root", "snapshot", "query", "kind", "before_step")
+
+
+def step_args(args: dict[str, Any]) -> str:
+    """``paths=train.log config=c.yaml``: the arguments a person recognises, short."""
+    shown = []
+    for key in _KEY_ARGS:
+        value = args.get(key)
+        if value in (None, "", [], False):
+            continue
+        if isinstance(value, list):
+            value = ",".join(Path(str(v)).name or str(v) for v in value[:4]) + ("..." if len(value) > 4 else "")
+        elif key in ("config", "root", "snapshot"):
+            value = Path(str(value)).name or str(value)
+        text = str(value)
+        shown.append(f"{key}={text[:60]}")
+    return " ".join(shown)
+
+
+def step_result(name: str, ok: bool, data: Any, error: str) -> str:
+    """One line saying what a tool found (or why it failed)."""
+    if not ok:
+        return f"error: {error}"
+    if not isinstance(data, dict):
+        return "done"
+    if name == "diagnose":
+        root = data.get("root")
+        findings = data.get("findings") or []
+        if root is not None and root < len(findings):
+            f = findings[root]
+            where = f"{Path(str(f.get('file') or '')).name}:{f.get('line')}" if f.get("line") else ""
+            return f"root cause {f.get('id')} ({f.get('category')}) {where}".strip()
+        return f"{len(findings)} finding(s), no root cause"
+    if name in ("fix_config", "lint_config"):
+        changes = data.get("changes")
+        problems = data.get("problems") or []
+        if changes is not None:
+            return f"{len(changes)} change(s), {len(problems)} problem(s)"
+        return f"{len(problems)} problem(s)"
+    if name == "list_checkpoints":
+        return f"{len(data.get('checkpoints') or [])} checkpoint(s), layout {data.get('layout')}"
+    if name == "gpu_status":
+        return f"{len(data.get('gpus') or [])} GPU(s), {len(data.get('advice') or [])} advice"
+    if name == "search_docs":
+        return f"{len(data.get('results') or data.get('result') or [])} result(s)"
+    return "done"
+
+
+def citation_link(citation: Any) -> str:
+    """Markdown for one citation: a link when it has a URL, the plain text otherwise."""
+    text = str(citation)
+    url = getattr(citation, "url", "") or ""
+    return f"[{text}]({url})" if url else text
+
+
+def answer_markdown(answer: Any) -> str:
+    """The answer as Markdown: its text, the config diff fenced, sources numbered (links where known)."""
+    text = answer.answer.rstrip()
+    diff = (answer.config_diff or "").strip("\n")
+    if diff and diff in text:
+        text = text.replace(diff, f"\n```diff\n{diff}\n```\n")
+    elif diff:
+        text += f"\n\n**Corrected config (diff):**\n\n```diff\n{diff}\n```"
+    head = "Sources:"
+    if answer.citations and head in text:  # the engines end their text with a plain sources block
+        text = text[: text.rindex(head)].rstrip()
+    lines = [text.replace("\n", "  \n") if "```" not in text else text]
+    if answer.citations:
+        lines.append("\n**Sources**\n")
+        lines += [f"{i}. {citation_link(c)}" for i, c in enumerate(answer.citations, 1)]
+    if answer.engine == "offline":
+        lines.append("\n_Answered by the offline engine (tools + playbook cards + docs, no LLM)._")
+    return "\n".join(lines) + "\n"
+
+
+def root_markdown(answer: Any) -> str:
+    """The diagnosis panel: root cause, the evidence lines, the category."""
+    if not answer.root_cause and not answer.evidence:
+        return f"**Likely cause:** {answer.summary or 'not determined'}" + (f"  \ncategory `{answer.category}`" if answer.category else "")
+    parts = [f"**Root cause:** {answer.root_cause or answer.summary}"]
+    if answer.category:
+        parts.append(f"category `{answer.category}`")
+    for where in answer.evidence[:5]:
+        parts.append(f"evidence `{where}`")
+    for finding in answer.findings[:1]:
+        excerpt = (finding.get("evidence") or {}).get("excerpt") if isinstance(finding, dict) else None
+        if excerpt:
+            parts.append(f"```\n{excerpt}\n```")
+    return "  \n".join(parts)
+
+
+def to_json_line(event: Any) -> str:
+    return json.dumps(event.to_dict(), ensure_ascii=False, default=str)

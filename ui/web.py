@@ -1,0 +1,336 @@
+"""``rlmedic web``: the chat as a Gradio page, with the diagnosis, the fix, the GPUs and the sources beside it.
+
+Thin: every answer comes from :class:`~rlmedic.agent.conversation.Conversation` (the
+agent or the offline engine) as events; this module turns them into chat messages (each
+tool step a collapsible message, pending then done with its duration) and side panels.
+
+Each browser session (Gradio's ``session_hash``) gets its own conversation and its own
+upload folder, which is the only root its tools may read; the folder is size-capped and
+deleted when the page closes or the session sits idle past ``session_ttl_s``. The server
+binds to loopback unless told otherwise, never makes a share link, and sends no analytics.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlmedic.errors import UserError
+
+CHAT_API = "chat"
+GPU_API = "gpu"
+OFFLINE_NOTE = ("**Offline engine:** answers come from rlmedic's tools, playbook cards and docs (no LLM). "
+                "Start a model server (`rlmedic serve-model`) for the agent.")
+
+
+@dataclass
+class WebSettings:
+    offline: bool = False
+    config: Any = None  # LLMConfig or None
+    index_dir: Path | None = None
+    max_upload_mb: int = 200
+    session_ttl_s: float = 3600
+    uploads_root: Path | None = None  # default: a private temp folder per server
+
+
+@dataclass
+class Session:
+    """One browser session: its folder (the only readable root) and its conversation."""
+
+    folder: Path
+    conversation: Any
+    last_seen: float = field(default_factory=time.monotonic)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def used_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+
+
+class Sessions:
+    """Per-browser-session state, kept server side and swept when idle."""
+
+    def __init__(self, settings: WebSettings) -> None:
+        self.settings = settings
+        root = settings.uploads_root or Path(tempfile.mkdtemp(prefix="rlmedic-web-"))
+        root.mkdir(parents=True, exist_ok=True)
+        os.chmod(root, 0o700)
+        self.root = root
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+        self._kb: Any = None
+
+    def knowledge(self) -> Any:
+        """One knowledge base shared by all sessions (the embedding model loads once)."""
+        with self._lock:
+            if self._kb is None:
+                from rlmedic.knowledge.index import KnowledgeBase
+
+                self._kb = KnowledgeBase(self.settings.index_dir)
+            return self._kb
+
+    def get(self, key: str) -> Session:
+        from rlmedic.agent.conversation import Conversation
+
+        self.sweep()
+        with self._lock:
+            session = self._sessions.get(key)
+            if session is None:
+                folder = self.root / f"s-{len(self._sessions)}-{os.urandom(6).hex()}"
+                folder.mkdir(mode=0o700)
+                conv = Conversation(thread_id=f"web-{folder.name}", offline=self.settings.offline,
+                                    config=self.settings.config, index_dir=self.settings.index_dir,
+                                    roots=[folder], env_roots=False, kb=None)
+                session = Session(folder, conv)
+                self._sessions[key] = session
+            session.last_seen = time.monotonic()
+        session.conversation._kb = self.knowledge()
+        return session
+
+    def close(self, key: str) -> None:
+        with self._lock:
+            session = self._sessions.pop(key, None)
+        if session is not None:
+            shutil.rmtree(session.folder, ignore_errors=True)
+
+    def sweep(self) -> None:
+        cutoff = time.monotonic() - self.settings.session_ttl_s
+        with self._lock:
+            stale = [k for k, s in self._sessions.items() if s.last_seen < cutoff]
+        for key in stale:
+            self.close(key)
+
+    def close_all(self) -> None:
+        for key in list(self._sessions):
+            self.close(key)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+
+def save_uploads(session: Session, files: list[Any], cap_bytes: int) -> list[Path]:
+    """Copy uploaded files into the session folder (the tools' only root); over the cap is refused."""
+    saved = []
+    used = session.used_bytes()
+    for item in files or []:
+        src = Path(item if isinstance(item, str) else (item.get("path") if isinstance(item, dict) else item.name))
+        size = src.stat().st_size
+        if size > cap_bytes:
+            raise UserError(f"{src.name}: {size / 1e6:.1f} MB is over the upload cap of {cap_bytes / 1e6:.0f} MB")
+        if used + size > 4 * cap_bytes:
+            raise UserError(f"this session's uploads would pass {4 * cap_bytes / 1e6:.0f} MB: start a new session")
+        name = src.name.replace(os.sep, "_") or "upload"
+        dst = session.folder / name
+        n = 1
+        while dst.exists():
+            dst = session.folder / f"{dst.stem}-{n}{dst.suffix}"
+            n += 1
+        shutil.copyfile(src, dst)
+        used += size
+        saved.append(dst)
+    return saved
+
+
+# ---------------------------------------------------------------------- panels
+
+
+def gpu_frame(data: dict[str, Any]) -> Any:
+    """Memory per GPU, split by holder (each process, other, free), for the bar chart."""
+    import pandas as pd
+
+    rows = []
+    for g in data.get("gpus") or []:
+        gpu = f"GPU {g.get('index')}"
+        used_by_procs = 0.0
+        for p in g.get("processes") or []:
+            gib = (p.get("used_gpu_memory") or 0) / 2**30
+            used_by_procs += gib
+            label = f"pid {p.get('pid')} {p.get('role', '')}" + (" (leftover)" if p.get("leftover") else "")
+            rows.append({"gpu": gpu, "GiB": round(gib, 2), "holder": label})
+        used = (g.get("memory_used") or 0) / 2**30
+        if used - used_by_procs > 0.05:
+            rows.append({"gpu": gpu, "GiB": round(used - used_by_procs, 2), "holder": "other / not visible"})
+        rows.append({"gpu": gpu, "GiB": round((g.get("memory_free") or 0) / 2**30, 2), "holder": "free"})
+    return pd.DataFrame(rows, columns=["gpu", "GiB", "holder"])
+
+
+def gpu_markdown(data: dict[str, Any]) -> str:
+    if not data.get("gpus"):
+        return f"No GPU visible ({data.get('source', '')}): {data.get('message') or data.get('status') or ''}"
+    lines = [f"**{data.get('hostname') or 'host'}** ({data.get('source')}), driver {data.get('driver_version') or '?'}"]
+    for a in data.get("advice") or []:
+        text = a.get("message") or a.get("summary") or ""
+        lines.append(f"- **{a.get('severity')}**: {text}")
+    return "\n".join(lines)
+
+
+def sources_markdown(answer: Any) -> str:
+    from rlmedic.ui.render import citation_link
+
+    if not answer.citations:
+        return "_No sources for this answer._"
+    return "\n".join(f"{i}. {citation_link(c)}" for i, c in enumerate(answer.citations, 1))
+
+
+# ---------------------------------------------------------------------- the app
+
+
+def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
+    """The Gradio Blocks app and its session store (not launched)."""
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    import gradio as gr
+
+    from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted
+    from rlmedic.ui.render import answer_markdown, root_markdown, step_args, step_result
+
+    sessions = Sessions(settings)
+    cap = settings.max_upload_mb * 1024 * 1024
+
+    def respond(message: dict[str, Any] | str, history: list[Any], request: gr.Request):  # noqa: ANN202
+        session = sessions.get(request.session_hash or "anonymous")
+        text = message if isinstance(message, str) else (message or {}).get("text", "")
+        files = [] if isinstance(message, str) else (message or {}).get("files", [])
+        history = list(history or [])
+        panels = {"diag": gr.update(), "diff": gr.update(), "download": gr.update(), "plot": gr.update(),
+                  "gpu": gr.update(), "sources": gr.update(), "note": gr.update()}
+
+        def out(box: Any = None):  # noqa: ANN202
+            return (box if box is not None else gr.update(), history, panels["diag"], panels["diff"], panels["download"],
+                    panels["plot"], panels["gpu"], panels["sources"], panels["note"])
+
+        with session.lock:
+            try:
+                saved = save_uploads(session, files, cap)
+            except UserError as exc:
+                history.append(gr.ChatMessage(role="assistant", content=f"Upload refused: {exc}"))
+                yield out({"text": text, "files": []})
+                return
+            if saved:
+                session.conversation.attach(*saved)
+            names = ", ".join(p.name for p in saved)
+            user_text = text.strip() or ("Why did my run die?" if saved else "")
+            if not user_text:
+                yield out()
+                return
+            history.append(gr.ChatMessage(role="user", content=user_text + (f"\n\n📎 {names}" if names else "")))
+            yield out({"text": "", "files": []})
+            steps: dict[str, int] = {}
+            started: dict[str, float] = {}
+            streamed = -1
+            try:
+                for event in session.conversation.ask(user_text):
+                    if isinstance(event, ToolStarted):
+                        started[event.id] = time.monotonic()
+                        history.append(gr.ChatMessage(role="assistant", content=step_args(event.args) or "…",
+                                                      metadata={"title": f"🔧 {event.name}", "status": "pending",
+                                                                "id": event.id}))
+                        steps[event.id] = len(history) - 1
+                    elif isinstance(event, ToolFinished):
+                        i = steps.get(event.id)
+                        took = time.monotonic() - started.get(event.id, time.monotonic())
+                        line = step_result(event.name, event.ok, event.data, event.error)
+                        if i is not None:
+                            old = history[i]
+                            history[i] = gr.ChatMessage(role="assistant", content=f"{old.content}\n\n{line}",
+                                                        metadata={"title": f"🔧 {event.name}", "status": "done",
+                                                                  "duration": round(took, 2), "id": event.id})
+                        if event.ok and event.name == "gpu_status" and isinstance(event.data, dict):
+                            panels["plot"] = gpu_frame(event.data)
+                            panels["gpu"] = gpu_markdown(event.data)
+                    elif isinstance(event, Notice):
+                        history.append(gr.ChatMessage(role="assistant", content=f"ℹ️ {event.text}"))
+                        if event.text.startswith("offline"):
+                            panels["note"] = gr.update(value=OFFLINE_NOTE + f" ({event.text})", visible=True)
+                    elif isinstance(event, TextDelta):
+                        if streamed < 0:
+                            history.append(gr.ChatMessage(role="assistant", content=""))
+                            streamed = len(history) - 1
+                        history[streamed] = gr.ChatMessage(role="assistant", content=history[streamed].content + event.text)
+                    elif isinstance(event, Failed):
+                        history.append(gr.ChatMessage(role="assistant", content=f"⚠️ {event.error}"))
+                    elif isinstance(event, Final):
+                        answer = event.answer
+                        content = answer_markdown(answer)
+                        if streamed >= 0:
+                            history[streamed] = gr.ChatMessage(role="assistant", content=content)
+                        else:
+                            history.append(gr.ChatMessage(role="assistant", content=content))
+                        panels["diag"] = root_markdown(answer)
+                        panels["sources"] = sources_markdown(answer)
+                        if answer.config_diff:
+                            panels["diff"] = answer.config_diff
+                            panels["download"] = _download(session, answer.config_diff)
+                    yield out()
+            except UserError as exc:
+                history.append(gr.ChatMessage(role="assistant", content=f"⚠️ {exc}"))
+                yield out()
+
+    def read_gpus(request: gr.Request):  # noqa: ANN202
+        from rlmedic.registry import REGISTRY
+
+        session = sessions.get(request.session_hash or "anonymous")
+        result = REGISTRY.call("gpu_status", {}, session.conversation.context())
+        if not result.ok:
+            return gr.update(), f"⚠️ {result.error}"
+        return gpu_frame(result.data), gpu_markdown(result.data)
+
+    def closed(request: gr.Request) -> None:
+        sessions.close(request.session_hash or "anonymous")
+
+    # gradio injects the request by the annotation's class; this module's annotations are strings
+    for fn in (respond, read_gpus, closed):
+        fn.__annotations__["request"] = gr.Request
+
+    with gr.Blocks(title="rlmedic") as demo:
+        gr.Markdown("## rlmedic: why did my RL run die?\nDrop a training log (`.gz` is fine), a config, a launch "
+                    "script or a GPU snapshot, and ask.")
+        note = gr.Markdown(OFFLINE_NOTE, visible=settings.offline)
+        with gr.Row():
+            with gr.Column(scale=3):
+                chatbot = gr.Chatbot(label="rlmedic", height=620, buttons=["copy"], feedback_options=None)
+                box = gr.MultimodalTextbox(file_count="multiple", sources=["upload"], placeholder=(
+                    "Ask about a failed run, or drop logs/configs here"), show_label=False)
+            with gr.Column(scale=2):
+                with gr.Tab("Diagnosis"):
+                    diag = gr.Markdown("_The root cause shows here._")
+                with gr.Tab("Config fix"):
+                    diff = gr.Code(language=None, label="diff", interactive=False)
+                    download = gr.File(label="corrected config (diff)", interactive=False)
+                with gr.Tab("GPUs"):
+                    plot = gr.BarPlot(x="gpu", y="GiB", color="holder", label="memory per GPU")
+                    gpu_md = gr.Markdown("_Upload a snapshot (`rlmedic gpu --save gpu.json`) or read this machine._")
+                    gpu_btn = gr.Button("Read this machine's GPUs")
+                with gr.Tab("Sources"):
+                    sources = gr.Markdown("_Cited sources show here._")
+        box.submit(respond, [box, chatbot], [box, chatbot, diag, diff, download, plot, gpu_md, sources, note],
+                   api_name=CHAT_API)
+        gpu_btn.click(read_gpus, None, [plot, gpu_md], api_name=GPU_API)
+        demo.unload(closed)
+    return demo, sessions
+
+
+def _download(session: Session, diff: str) -> str:
+    path = session.folder / "corrected-config.diff"
+    path.write_text(diff, encoding="utf-8")
+    return str(path)
+
+
+def launch(settings: WebSettings, *, host: str = "127.0.0.1", port: int = 7860, auth: tuple[str, str] | None = None,
+           block: bool = True) -> tuple[Any, Sessions]:
+    """Start the server (loopback by default, no share link); ``block=False`` returns at once (tests)."""
+    demo, sessions = build_app(settings)
+    demo.queue(default_concurrency_limit=8)
+    try:
+        demo.launch(server_name=host, server_port=port, auth=auth, share=False, prevent_thread_lock=not block,
+                    max_file_size=f"{settings.max_upload_mb}mb", allowed_paths=[str(sessions.root)],
+                    ssr_mode=False, quiet=not block, footer_links=["api"])
+    finally:
+        if block:
+            sessions.close_all()
+    return demo, sessions
