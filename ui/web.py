@@ -200,9 +200,14 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
         panels = {"diag": gr.update(), "diff": gr.update(), "download": gr.update(), "plot": gr.update(),
                   "gpu": gr.update(), "sources": gr.update(), "note": gr.update()}
 
+        prefix = f"{session.folder}/"
+
+        def local(text: Any) -> Any:  # paths inside the session folder are shown by their names
+            return text.replace(prefix, "") if isinstance(text, str) else text
+
         def out(box: Any = None):  # noqa: ANN202
-            return (box if box is not None else gr.update(), history, panels["diag"], panels["diff"], panels["download"],
-                    panels["plot"], panels["gpu"], panels["sources"], panels["note"])
+            return (box if box is not None else gr.update(), history, local(panels["diag"]), panels["diff"],
+                    panels["download"], panels["plot"], panels["gpu"], local(panels["sources"]), panels["note"])
 
         with session.lock:
             try:
@@ -256,7 +261,7 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
                         history.append(gr.ChatMessage(role="assistant", content=f"⚠️ {event.error}"))
                     elif isinstance(event, Final):
                         answer = event.answer
-                        content = answer_markdown(answer)
+                        content = local(answer_markdown(answer))
                         if streamed >= 0:
                             history[streamed] = gr.ChatMessage(role="assistant", content=content)
                         else:
