@@ -23,6 +23,9 @@ from rlmedic.types import Citation
 RELATED_SHARE = 0.8
 CONFIG_SUFFIXES = (".yaml", ".yml", ".sh", ".bash")
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".jsonl")
+#: Names that say a folder holds checkpoints (AReaL, slime/Megatron, Hugging Face trainers).
+CHECKPOINT_MARKERS = ("latest_checkpointed_iteration", "iter_", "checkpoints", "checkpoint-", "recover_",
+                      "epoch", "globalstep", "release")
 
 
 @dataclass
@@ -50,8 +53,11 @@ def detect_framework(text: str) -> str:
 def classify(path: Path, peek: bytes) -> str:
     """``log``, ``config``, ``snapshot`` or ``checkpoints`` for one attachment."""
     if path.is_dir():
-        names = [p.name for p in list(path.iterdir())[:200]]
-        return "log" if names and all(n.endswith(LOG_SUFFIXES) for n in names if not n.startswith(".")) else "checkpoints"
+        names = [p.name for p in list(path.iterdir())[:200] if not p.name.startswith(".")]
+        if any(n.startswith(CHECKPOINT_MARKERS) for n in names):
+            return "checkpoints"
+        # a folder of per-rank logs is a log even with a stray weight or config file beside them
+        return "log" if any(n.endswith(LOG_SUFFIXES) for n in names) else "checkpoints"
     name = path.name.lower()
     head = peek.lstrip()[:1]
     if name.endswith(".json") and head == b"{" and (b'"gpus"' in peek or b'"nvml"' in peek or b'"driver' in peek):

@@ -73,3 +73,18 @@ def test_the_offline_plan_picks_a_tool_per_kind_of_attachment(tmp_path: Path) ->
     assert [e.name for e in done] == [c[0] for c in calls] and all(e.ok for e in done), [e.error for e in done]
     answer = final_answer(iter(events))
     assert isinstance(events[-1], Final) and answer.category == "oom_training" and answer.config_diff
+
+
+def test_a_folder_of_rank_logs_is_a_log_even_with_a_stray_weight_file(tmp_path) -> None:
+    from rlmedic.agent.offline import classify
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("rank0.log", "rank1.log", "model.safetensors"):
+        (logs / name).write_text("x")
+    assert classify(logs, b"") == "log"
+    save = tmp_path / "save"
+    (save / "iter_0000010").mkdir(parents=True)
+    (save / "latest_checkpointed_iteration.txt").write_text("10")
+    (save / "train.log").write_text("x")
+    assert classify(save, b"") == "checkpoints"

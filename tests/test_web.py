@@ -167,7 +167,8 @@ def test_the_page_in_a_headless_browser(web, tmp_path: Path) -> None:
             "--disable-sync", "--no-first-run", "--disable-quic"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url, wait_until="domcontentloaded")
+            page.set_default_timeout(120_000)  # a loaded 2-core machine starts chromium slowly
+            page.goto(url, wait_until="domcontentloaded", timeout=120_000)
             page.locator("textarea").first.wait_for(timeout=60_000)
             page.set_input_files("input[type=file]", str(LOG))
             page.wait_for_timeout(500)
