@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 import typer
 
 if TYPE_CHECKING:
     from rlmedic.tools.logs.diagnose import Diagnosis
+    from rlmedic.tools.logs.scan import Source
     from rlmedic.types import Finding
 
 _SEV_STYLE = {
@@ -29,6 +30,7 @@ MAX_OTHERS = 8
 
 
 class FailOn(str, Enum):
+    warning = "warning"
     error = "error"
     critical = "critical"
 
@@ -77,6 +79,10 @@ def render(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
     root = diagnosis.root_finding
     if root is None:
         serious = [f for f in diagnosis.findings if f.severity in ("critical", "error")]
+        empty = next((f for f in diagnosis.findings if f.id == "empty-log"), None)
+        if empty is not None:
+            lines.append(_sev(empty.severity) + " " + click.style(empty.summary, bold=True))
+            return "\n".join(lines)
         if not serious:
             lines.append(click.style("No error found.", fg="green", bold=True) + " Nothing in the log points at a failure.")
     else:
@@ -117,19 +123,63 @@ def render(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
+def split_streams(paths: list[Path]) -> tuple[list[str], list[Source]]:
+    """The paths the user typed, less ``-`` (stdin) and pipes (``/dev/stdin``, ``<(...)``), which
+    are opened here as streams: the user named them in their own shell, and the tools (which a
+    model may call too) only read regular files through the confinement."""
+    from rlmedic.errors import UserError
+    from rlmedic.tools.logs.scan import STDIN, stream_source
+
+    names = [str(p) for p in paths]
+    if names.count(STDIN) > 1:
+        raise UserError("-: standard input can be read only once; name it once")
+    files: list[str] = []
+    streams: list[Source] = []
+    for name in names:
+        src = stream_source(name)
+        if src is None:
+            files.append(name)
+        else:
+            streams.append(src)
+    return files, streams
+
+
+def _run(tool: str, paths: list[Path], **arguments: Any) -> Any:
+    """Run the registry tool on the files; with stdin or a pipe among the inputs, the same function
+    directly with those streams (then redacted the way the registry redacts)."""
+    from rlmedic.ui.cli import run_tool
+
+    files, streams = split_streams(paths)
+    if not streams:
+        return run_tool(tool, {"paths": files, **arguments}, roots=files)
+    from rlmedic.confine import Confinement
+    from rlmedic.registry import redact_object
+
+    confinement = Confinement.for_paths(files)
+    if tool == "diagnose":
+        from rlmedic.tools.logs.diagnose import diagnose
+
+        return redact_object(diagnose(files, confinement=confinement, streams=streams))
+    from rlmedic.tools.logs.excerpt import build_excerpt
+
+    return redact_object(build_excerpt(files, confinement=confinement, streams=streams, **arguments))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("diagnose")
     def diagnose_cmd(
-        paths: list[Path] = typer.Argument(..., metavar="PATH", help="Log files or directories of per-rank logs (gzip is fine)."),
+        paths: list[Path] = typer.Argument(
+            ..., metavar="PATH", help="Log files or directories of per-rank logs (gzip is fine); - reads stdin."
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
-        fail_on: FailOn = typer.Option(None, "--fail-on", help="Exit 1 when a finding of this severity (or worse) exists."),
+        fail_on: FailOn = typer.Option(None, "--fail-on", help="Exit 1 when a finding of this severity (or worse) exists (an empty log is a warning)."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every fix and finding."),
     ) -> None:
         """Find the root cause in AReaL / slime training logs, with its line and the fix."""
         from rlmedic.types import severity_rank
-        from rlmedic.ui.cli import print_json, run_tool
+        from rlmedic.ui.cli import print_json
 
-        diagnosis = run_tool("diagnose", {"paths": [str(p) for p in paths]}, roots=paths)
+        diagnosis = _run("diagnose", paths)
         if as_json:
             print_json(diagnosis.to_dict())
         else:
@@ -141,10 +191,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("excerpt")
     def excerpt_cmd(
-        paths: list[Path] = typer.Argument(..., metavar="PATH", help="Log files or directories."),
+        paths: list[Path] = typer.Argument(..., metavar="PATH", help="Log files or directories; - reads stdin."),
         max_lines: int = typer.Option(120, "--max-lines", min=10, help="Line budget of the excerpt."),
     ) -> None:
         """Print the most relevant lines of a log (around the root error, repeats collapsed), redacted."""
-        from rlmedic.ui.cli import run_tool
-
-        click.echo(run_tool("excerpt", {"paths": [str(p) for p in paths], "max_lines": max_lines}, roots=paths))
+        click.echo(_run("excerpt", paths, max_lines=max_lines))

@@ -16,6 +16,7 @@ import math
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -97,12 +98,20 @@ def diagnose(
     *,
     confinement: Confinement,
     engine: str | None = None,
+    streams: Sequence[Source] = (),
 ) -> Diagnosis:
-    """Diagnose log files or directories of per-rank logs (gzip allowed)."""
+    """Diagnose log files or directories of per-rank logs (gzip allowed).
+
+    ``streams`` are inputs a front door opened itself and vouches for: the CLI turns ``-``
+    (stdin) and pipe paths the user typed (``/dev/stdin``, a shell's ``<(...)``) into them
+    with :func:`~rlmedic.tools.logs.scan.stream_source`. A path passed here is only ever
+    read through ``confinement``, which refuses pipes and devices.
+    """
     paths = list(paths)
-    if not paths:
+    if not paths and not streams:
         raise UserError("no log path given")
-    sources, skipped = expand_paths(paths, confinement)
+    sources, skipped = expand_paths(paths, confinement) if paths else ([], [])
+    sources = [*streams, *sources]
     if not sources:
         raise UserError(f"{', '.join(map(str, paths))}: no log files found")
     return _diagnose_sources(sources, confinement, skipped, engine)
@@ -547,10 +556,36 @@ class _Builder:
         )
         return _Draft(finding, ROLE_RANK["symptom"], self._when_key(info.index, line, info.last_ts), "no-recover-checkpoint", "symptom")
 
+    def _empty(self) -> _Draft | None:
+        """A warning when every file is empty (or blank): there is nothing to diagnose, which is not health."""
+        if any(f.head.strip() or f.bytes_read > len(f.head.encode()) for f in self.result.files):
+            return None
+        names = [f.name for f in self.result.files]
+        what = names[0] if len(names) == 1 else f"all {len(names)} files ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+        summary = (
+            f"The log is empty: {what} contain{'s' if len(names) == 1 else ''} no text. "
+            "Check the path (the run may write elsewhere), that the job started, and that its output is not "
+            "buffered (PYTHONUNBUFFERED=1) or still only in the scheduler's log"
+        )
+        finding = Finding(
+            id="empty-log",
+            category="other",
+            severity="warning",
+            summary=summary,
+            file=names[0],
+            line=None,
+            evidence={"excerpt": "", "numbers": {"files": len(names)}, "count": len(names),
+                      "occurrences": names[:MAX_OCCURRENCES], "signature": "empty-log", "role": "symptom"},
+        )
+        return _Draft(finding, ROLE_RANK["symptom"], (datetime.min, 0, 0), "empty-log", "symptom")
+
     # -- assembly ----------------------------------------------------------------
 
     def build(self) -> Diagnosis:
         drafts, markers = self._hit_findings()
+        empty = self._empty()
+        if empty is not None:
+            drafts.append(empty)
         drafts += self._metric_findings()
         step, far = self._progress()
         finished = self._finished(markers)
@@ -568,6 +603,7 @@ class _Builder:
             "frameworks": sorted({fw for fw in self.framework.values() if fw}),
             "metrics": self.metrics.summary(),
             "signatures_matched": sorted({d.sig for d in drafts}),
+            "empty_files": [f.name for f in self.result.files if not f.head.strip()],
         }
         return Diagnosis(findings=findings, root=root, stats=stats, hits=self.first_hits, files=self.result.files)
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rlmedic.confine import Confinement, redact
 from rlmedic.tools.logs.diagnose import Diagnosis, diagnose, diagnose_text
+from rlmedic.tools.logs.scan import Source
 
 _NORMALISE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 ROOT_SHARE = 0.6
@@ -131,10 +133,14 @@ def build_excerpt(
     max_lines: int = 120,
     max_tokens: int | None = None,
     confinement: Confinement,
+    streams: Sequence[Source] = (),
 ) -> str:
-    """The most relevant ``max_lines`` lines (about ``max_tokens`` tokens) of the logs, redacted."""
+    """The most relevant ``max_lines`` lines (about ``max_tokens`` tokens) of the logs, redacted.
+
+    ``streams``: stdin or pipes the front door opened (see :func:`~rlmedic.tools.logs.diagnose.diagnose`).
+    """
     paths = list(path_or_paths) if isinstance(path_or_paths, (list, tuple)) else [path_or_paths]
-    diagnosis = diagnose(paths, confinement=confinement)
+    diagnosis = diagnose(paths, confinement=confinement, streams=streams)
     return excerpt_from_diagnosis(diagnosis, max_lines=max_lines, max_chars=max_tokens * 4 if max_tokens else None)
 
 

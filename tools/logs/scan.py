@@ -18,6 +18,8 @@ from __future__ import annotations
 import io
 import os
 import re
+import stat
+import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -47,6 +49,10 @@ HEAD_BYTES = 64 << 10
 MAX_FILES = 5000
 READ_PIECE = 1 << 20  # bytes per read call (a failing gzip read loses at most this much)
 DEFAULT_MAX_SCAN_BYTES = 64 << 30
+#: Bytes read from stdin or a pipe at most (``RLMEDIC_MAX_STDIN_BYTES``): a pipe may never end
+#: (``tail -f``), and what came through it is the only copy, so the cap is tighter than for files.
+DEFAULT_MAX_STREAM_BYTES = 8 << 30
+STDIN = "-"
 
 LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz", ".stdout", ".stderr", ".jsonl", ".json"}
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -348,11 +354,86 @@ def detect_frameworks(catalog: Catalog, text: str) -> dict[str, int]:
 
 @dataclass
 class Source:
-    """One input to scan: a confined file path or in-memory text."""
+    """One input to scan: a confined file path, in-memory text, or a pipe read once (stdin)."""
 
     name: str
     path: Path | None = None
     data: bytes | None = None
+    stream: BinaryIO | None = None
+
+
+def stream_source(given: str | os.PathLike[str]) -> Source | None:
+    """A :class:`Source` for ``-`` (stdin) or a pipe path (``/dev/stdin``, ``<(...)``); else None.
+
+    Pipes are not files in a directory tree, so the confinement roots (which resolve paths
+    and refuse anything that is not a regular file) cannot vouch for them; they are taken
+    here instead, explicitly: only stdin and FIFOs/sockets the user named, read once, in
+    chunks, up to :data:`DEFAULT_MAX_STREAM_BYTES`. Terminals and other devices are refused.
+    """
+    name = os.fspath(given)
+    if name == STDIN:
+        stdin = sys.stdin.buffer if sys.stdin is not None and hasattr(sys.stdin, "buffer") else None
+        if stdin is None:
+            raise UserError("-: no standard input to read")
+        try:
+            tty = os.isatty(stdin.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):
+            tty = False  # an in-memory stdin (tests, embedding): not a terminal
+        if tty:
+            raise UserError("-: standard input is a terminal; pipe a log in (kubectl logs POD | rlmedic diagnose -)")
+        return Source(name="<stdin>", stream=stdin)
+    try:
+        mode = os.stat(name).st_mode
+    except OSError:
+        return None  # missing: the confinement layer says so in its own words
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        try:
+            return Source(name=name, stream=open(name, "rb"))  # noqa: SIM115 - the scanner closes it
+        except OSError as exc:
+            raise UserError(f"{name}: cannot read ({exc.strerror or exc})") from exc
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise UserError(f"{name}: is a device, not a log; pipe a log in or name a file")
+    return None
+
+
+class PipeStream(io.RawIOBase):
+    """A pipe read once: the bytes already peeked at first, then the rest, up to a cap.
+
+    :attr:`capped` says the cap cut it off (the scan reports the input as truncated).
+    """
+
+    def __init__(self, raw: BinaryIO, prefix: bytes, limit: int) -> None:
+        self.raw = raw
+        self._prefix = prefix
+        self.limit = limit
+        self.taken = 0
+        self.capped = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        room = min(len(view), self.limit - self.taken)
+        if room <= 0:
+            if self.raw.read(1):
+                self.capped = True
+            return 0
+        if self._prefix:
+            n = min(room, len(self._prefix))
+            view[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+        else:
+            data = self.raw.read(room) if not hasattr(self.raw, "read1") else self.raw.read1(room)  # type: ignore[attr-defined]
+            n = len(data)
+            view[:n] = data
+        self.taken += n
+        return n
+
+    def close(self) -> None:
+        if self.raw is not getattr(sys.stdin, "buffer", None):
+            self.raw.close()
+        super().close()
 
 
 def expand_paths(
@@ -407,6 +488,19 @@ def expand_paths(
 
 def _open_source(src: Source, confinement: Confinement | None) -> tuple[BinaryIO, bool, int, float | None]:
     """(binary stream, is_gzip, size on disk, mtime); gzip is detected by its magic bytes."""
+    if src.stream is not None:
+        env_cap = os.environ.get("RLMEDIC_MAX_STDIN_BYTES")
+        limit = int(env_cap) if env_cap else DEFAULT_MAX_STREAM_BYTES
+        prefix = src.stream.read(2)
+        while len(prefix) < 2:  # a pipe may hand over a single byte first
+            more = src.stream.read(2 - len(prefix))
+            if not more:
+                break
+            prefix += more
+        pipe = PipeStream(src.stream, prefix, limit)
+        if prefix == b"\x1f\x8b":
+            return GzipStream(pipe), True, 0, None  # type: ignore[arg-type,return-value]
+        return pipe, False, 0, None  # type: ignore[return-value]
     if src.data is not None:
         raw: BinaryIO = io.BytesIO(src.data)
         size, mtime = len(src.data), None
@@ -732,6 +826,13 @@ def _fill(stream: BinaryIO, view: memoryview, start: int, want: int, info: FileI
         if not n:
             if getattr(stream, "cut", False) and not info.partial:
                 info.partial = "the gzip stream ends early (the file was cut off); what was there was scanned"
+            pipe = stream if isinstance(stream, PipeStream) else getattr(stream, "raw", None)
+            if isinstance(pipe, PipeStream) and pipe.capped:
+                info.truncated = True
+                info.partial = (
+                    f"input read from a pipe stops at the cap of {pipe.limit} bytes (RLMEDIC_MAX_STDIN_BYTES); "
+                    "the rest was not read"
+                )
             break
         got += n
     return got
