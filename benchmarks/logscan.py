@@ -131,15 +131,18 @@ _CASCADE = (
 )
 
 
-def write_log(path: str | Path, size_bytes: int, *, seed: int = 7, failures: bool = True) -> int:
+def write_log(
+    path: str | Path, size_bytes: int, *, seed: int = 7, failures: bool = True, lines_per_step: int = 1500
+) -> int:
     """Write about ``size_bytes`` of log to ``path``; return the number of steps logged.
 
-    With ``failures`` the run dies of a CUDA OOM on rank 3 during ``ppo_update`` at about
-    90% of the file, followed by NCCL watchdog timeouts from the other ranks.
+    With ``failures`` the run dies of a CUDA OOM on rank 3 during ``ppo_update`` at the end
+    of the file, followed by NCCL watchdog timeouts from the other ranks. ``lines_per_step``
+    sets the density of stats tables: 1500 is a sparse log; 40 makes about every sixth line
+    a stats line (a run that logs metrics at every step of a short rollout).
     """
     rng = random.Random(seed)
     pool = _noise_pool(rng)
-    lines_per_step = 1500
     est_step_bytes = lines_per_step * 170
     total_steps = max(3, size_bytes // est_step_bytes)
     written = 0

@@ -174,7 +174,7 @@ def _for_framework(items: list[Any], framework: str) -> list[Any]:
     framework wrote it, fixes tagged for the other one are left out (all are kept when
     that would leave none, or when the framework is unknown).
     """
-    if framework not in ("areal", "slime"):
+    if framework not in ("areal", "slime", "verl"):
         return items
     kept = [it for it in items if getattr(it, "framework", "") in ("", "generic", framework)]
     return kept or items
@@ -266,13 +266,17 @@ class _Builder:
         self.result = result
         self.metrics = metrics
         self.files = {f.index: f for f in result.files}
-        self.framework = {f.index: self._framework(f) for f in result.files}
+        self.framework = {f.index: self._framework(f, metrics.frameworks.get(f.index, {})) for f in result.files}
         self.first_hits: dict[str, Hit] = {}
         self.events: list[MetricEvent] = metrics.detect()
 
     @staticmethod
-    def _framework(info: FileInfo) -> str:
+    def _framework(info: FileInfo, by_metrics: dict[str, int]) -> str:
+        """The framework that wrote the file: markers in its text, and (weighing more) metric key names
+        that only one framework writes (``grpo_actor/...``, ``rollout/raw_reward``, ``critic/score/mean``)."""
         fw = {k: v for k, v in info.frameworks.items() if k in ("areal", "slime", "verl")}
+        for name, keys in by_metrics.items():
+            fw[name] = fw.get(name, 0) + 5 * keys
         return max(fw.items(), key=lambda kv: kv[1])[0] if fw else ""
 
     def _when_key(self, file_index: int, line: int, ts: datetime | None) -> tuple[Any, ...]:

@@ -3,14 +3,19 @@
 Formats understood (the scanner hands over only lines containing a metric keyword):
 
 * AReaL ``StatsLogger``: ``Epoch 1/5 Step 3/233 Train step 3/1165 done.`` followed by a
-  grid table of ``│ key │ value │`` cells;
+  grid table of ``│ key │ value │`` cells, with or without a Ray actor prefix
+  (``(trainer pid=12) │ ... │``);
 * slime: ``step 3: {'train/loss': ..., 'train/grad_norm': ...}`` and
   ``rollout 3: {'rollout/raw_reward': ...}`` dictionaries;
+* JSON lines: ``{"step": 3, "actor/pg_loss": 0.1, ...}``;
 * generic ``key: value`` / ``key=value`` pairs (verl ``step:3 - actor/pg_loss:0.12``).
 
-Which keys feed which series, and the detection thresholds, live in the catalog's
-``metrics`` section (``tools/logs/signatures.yaml``). Memory is bounded: each series keeps
-at most :data:`MAX_POINTS` points.
+Which keys feed which series, which key names betray which framework, and the detection
+thresholds live in the catalog's ``metrics`` section (``tools/logs/signatures.yaml``).
+
+Cost: a stats line costs one split or one compiled ``findall`` plus a dict lookup per key
+(key kinds are cached), so metric-dense logs scan about as fast as sparse ones. Memory is
+bounded: each series keeps at most :data:`MAX_POINTS` points.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ _VERL_STEP = re.compile(r"(?:^|\s)step:(\d+)\b")
 _NUM = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+|nan|NaN|inf|Inf|-inf|-Inf)"
 _DICT_PAIR = re.compile(r"'([\w/.@-]+)':\s*(?:np\.float\d+\(|tensor\()?(" + _NUM + r")")
 _KV_PAIR = re.compile(r"(?<![\w/.@-])([A-Za-z_][\w/.@-]*)\s*[:=]\s*(" + _NUM + r")(?![\w.])")
+_JSON_PAIR = re.compile(r'"([\w/.@-]+)":\s*(' + _NUM + r")")
+_STEP_KEYS = frozenset(("step", "global_step", "_step", "train/step", "training/global_step", "iter", "iteration"))
+_RAY_PREFIX = re.compile(r"^\(\w[\w:./-]*(?: pid=\d+)?[^)]*\)\s?")
 
 
 @dataclass
@@ -90,6 +98,13 @@ class MetricCollector:
             (kind, [re.compile(p) for p in patterns]) for kind, patterns in (config.get("series") or {}).items()
         ]
         self._kind_cache: dict[str, str | None] = {}
+        self._fw_rules = [
+            (fw, [re.compile(p) for p in patterns]) for fw, patterns in (config.get("frameworks") or {}).items()
+        ]
+        self._fw_cache: dict[str, str | None] = {}
+        self._keys_seen: set[tuple[int, str]] = set()
+        #: file -> framework -> distinct metric keys naming it (``grpo_actor/...`` is AReaL's)
+        self.frameworks: dict[int, dict[str, int]] = {}
         self.series: dict[tuple[int, str], Series] = {}
         self.current_step: dict[int, int] = {}
         self.last_step: dict[int, tuple[int, int]] = {}  # file -> (step, line)
@@ -104,9 +119,28 @@ class MetricCollector:
             )
         return self._kind_cache[key]
 
+    def framework_of(self, key: str) -> str | None:
+        if key not in self._fw_cache:
+            self._fw_cache[key] = next(
+                (fw for fw, rxs in self._fw_rules if any(rx.search(key) for rx in rxs)), None
+            )
+        return self._fw_cache[key]
+
+    def _note_key(self, file_index: int, key: str) -> None:
+        seen = (file_index, key)
+        if seen in self._keys_seen or len(self._keys_seen) > 4096:
+            return
+        self._keys_seen.add(seen)
+        fw = self.framework_of(key)
+        if fw:
+            counts = self.frameworks.setdefault(file_index, {})
+            counts[fw] = counts.get(fw, 0) + 1
+
     # -- parsing -------------------------------------------------------------------
 
     def feed(self, file_index: int, line_no: int, text: str) -> None:
+        if text.startswith("("):  # a Ray actor prefix: "(trainer pid=12) │ key │ value │"
+            text = _RAY_PREFIX.sub("", text, count=1)
         m = _AREAL_STEP.search(text)
         if m:
             self._set_step(file_index, int(m.group(1)), line_no)
@@ -127,11 +161,23 @@ class MetricCollector:
         if "│" in text:
             pairs = self._grid_pairs(text)
         elif "': " in text:
-            pairs = [(k, v) for k, v in _DICT_PAIR.findall(text)]
+            pairs = _DICT_PAIR.findall(text)
         else:
-            pairs = [(k, v) for k, v in _KV_PAIR.findall(text)]
+            pairs = _JSON_PAIR.findall(text) if '":' in text else _KV_PAIR.findall(text)
+            if step is None:
+                for key, raw in pairs:
+                    if key in _STEP_KEYS:
+                        try:
+                            step = int(float(raw))
+                        except ValueError:
+                            continue
+                        self._set_step(file_index, step, line_no)
+                        break
+        kinds = self._kind_cache
         for key, raw in pairs:
-            kind = self.kind_of(key)
+            kind = kinds[key] if key in kinds else self.kind_of(key)
+            if (file_index, key) not in self._keys_seen:
+                self._note_key(file_index, key)
             if kind is None:
                 continue
             value = _to_float(raw)
