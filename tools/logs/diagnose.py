@@ -16,6 +16,7 @@ import math
 import os
 import re
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,8 +30,10 @@ from rlmedic.tools.logs.scan import (
     HitGroup,
     Scanner,
     ScanResult,
+    NO_YEAR,
     Source,
     expand_paths,
+    parse_timestamp,
 )
 from rlmedic.tools.logs.metrics import MetricCollector, MetricEvent
 from rlmedic.tools.logs.signatures import (
@@ -269,6 +272,38 @@ class _Builder:
         self.framework = {f.index: self._framework(f, metrics.frameworks.get(f.index, {})) for f in result.files}
         self.first_hits: dict[str, Hit] = {}
         self.events: list[MetricEvent] = metrics.detect()
+        self._fill_years()
+
+    def _fill_years(self) -> None:
+        """Year-less timestamps (glog's ``E1120 10:15:02``) take the run's year, from its dated lines.
+
+        Per-rank files often carry only glog times while the driver's lines carry full dates;
+        with the current year filled in, a log from last year would order every rank's error
+        after the driver's, and the root would change with the file layout.
+        """
+        hits = [h for g in self.result.groups.values() for h in (*g.detailed, *([g.last] if g.last else []))]
+        years = Counter(h.ts.year for h in hits if h.ts and h.ts.year != NO_YEAR)
+        years.update(f.last_ts.year for f in self.result.files if f.last_ts and f.last_ts.year != NO_YEAR)
+        for f in self.result.files:  # the first dated line of each file's head
+            for text in f.head.splitlines()[:200]:
+                ts = parse_timestamp(text, NO_YEAR)
+                if ts and ts.year != NO_YEAR:
+                    years[ts.year] += 1
+                    break
+        year = years.most_common(1)[0][0] if years else datetime.now().year
+
+        def fix(ts: datetime | None) -> datetime | None:
+            if ts is None or ts.year != NO_YEAR:
+                return ts
+            try:
+                return ts.replace(year=year)
+            except ValueError:  # 29 February in a year without one
+                return ts
+
+        for h in hits:
+            h.ts = fix(h.ts)
+        for f in self.result.files:
+            f.last_ts = fix(f.last_ts)
 
     @staticmethod
     def _framework(info: FileInfo, by_metrics: dict[str, int]) -> str:
@@ -280,7 +315,9 @@ class _Builder:
         return max(fw.items(), key=lambda kv: kv[1])[0] if fw else ""
 
     def _when_key(self, file_index: int, line: int, ts: datetime | None) -> tuple[Any, ...]:
-        return (ts or datetime.min, file_index, line)
+        """Dated events in time order, then undated ones in file order (an undated line cannot be
+        placed against another file's lines, so it does not outrank a dated one)."""
+        return (ts is None, ts or datetime.min, file_index, line)
 
     # -- signature hits --------------------------------------------------------
 
@@ -581,7 +618,7 @@ class _Builder:
             evidence={"excerpt": "", "numbers": {"files": len(names)}, "count": len(names),
                       "occurrences": names[:MAX_OCCURRENCES], "signature": "empty-log", "role": "symptom"},
         )
-        return _Draft(finding, ROLE_RANK["symptom"], (datetime.min, 0, 0), "empty-log", "symptom")
+        return _Draft(finding, ROLE_RANK["symptom"], self._when_key(0, 0, None), "empty-log", "symptom")
 
     # -- assembly ----------------------------------------------------------------
 

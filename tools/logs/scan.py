@@ -248,8 +248,18 @@ def cut_line(text: str) -> str:
     return red[:MAX_LINE_CHARS] + " …[line truncated]"
 
 
+#: The year of a timestamp whose format has none (glog's ``E1120 10:15:02``) and no hint was given:
+#: the diagnosis puts the run's year there (from the other timestamps), so that a year-less line is
+#: not ordered after every dated one (the current year is later than a log from last year).
+NO_YEAR = 4  # a leap year, so that 29 February parses
+
+
 def parse_timestamp(line: str, year_hint: int | None = None) -> datetime | None:
-    """The first timestamp in the line's first 160 characters (AReaL, slime/SGLang, glog)."""
+    """The first timestamp in the line's first 160 characters (AReaL, slime/SGLang, glog).
+
+    A format without a year takes ``year_hint``, else the current year; the scanner passes
+    :data:`NO_YEAR` and lets the diagnosis fill in the run's year.
+    """
     head = line[:160]
     for rx, kind in _TS_PATTERNS:
         m = rx.search(head)
@@ -687,9 +697,8 @@ class Scanner:
         lines.reverse()
         last = info.lines
         info.tail = [(last - len(lines) + 1 + i, t) for i, t in enumerate(lines)]
-        year = None
         for _n, text in reversed(info.tail):
-            ts = parse_timestamp(text, year)
+            ts = parse_timestamp(text, NO_YEAR)
             if ts:
                 info.last_ts = ts
                 break
@@ -793,13 +802,18 @@ class Scanner:
                 after = _lines_after(buf, le, filled, CONTEXT_AFTER, line_no)
             hit.before = before[-CONTEXT_BEFORE:]
             hit.after = after[:CONTEXT_AFTER]
-            hit.ts = parse_timestamp(text) or next(
-                (ts for _n, t in reversed(hit.before) if (ts := parse_timestamp(t))), None
+            # an undated line takes the time of the nearest dated line before it from the same process
+            # only: in a merged log the line above may be another actor's, which it would not be once
+            # the log is split per rank (and the answer must not depend on the layout)
+            me = hit.process
+            hit.ts = parse_timestamp(text, NO_YEAR) or next(
+                (ts for _n, t in reversed(hit.before) if process_key(t) == me and (ts := parse_timestamp(t, NO_YEAR))),
+                None,
             )
             self._note_frameworks(info, [t for _n, t in hit.before] + [text])
             grp.detailed.append(hit)
         else:
-            hit.ts = parse_timestamp(text)
+            hit.ts = parse_timestamp(text, NO_YEAR)
         grp.last = hit
 
     def _note_frameworks(self, info: FileInfo, lines: list[str]) -> None:
