@@ -52,6 +52,9 @@ REQUIRED_IDS = {
 #: Cards written from general knowledge, not from a seed document (no seed question).
 NOT_FROM_SEEDS = {
     "nccl-watchdog-timeout", "torch-weights-only-unpickling", "ray-actor-died", "megatron-tracker-file",
+    # classes of failures found in real logs from issue threads (the traceback table's cards)
+    "install-version-mismatch", "config-validation-error", "reward-function-errors", "ray-resources-placement",
+    "inference-engine-launch-failure", "weight-name-mismatch",
 }
 
 GOOD_CARD = """\

@@ -36,6 +36,7 @@ from rlmedic.tools.logs.scan import (
     parse_timestamp,
 )
 from rlmedic.tools.logs.metrics import MetricCollector, MetricEvent
+from rlmedic.tools.logs.tracebacks import classify, read_traceback
 from rlmedic.tools.logs.signatures import (
     ROLE_RANK,
     Catalog,
@@ -372,6 +373,14 @@ class _Builder:
         self.first_hits[f"{first.file}:{first.line}"] = first
         framework = self.framework.get(first.file_index, "")
         card_id, category = sig.card_for(phase, framework)
+        fid, role, title, explain = sig.id, sig.role, sig.title, sig.explain
+        tb, rule = None, None
+        if sig.id == "python-exception":  # no literal signature knew the line: read its traceback
+            tb = read_traceback(first.text, [t for _n, t in first.before])
+            rule = classify(tb) if tb else None
+            if rule is not None:
+                fid, role, title, explain = rule.id, rule.role, rule.title, rule.explain
+                card_id, category = rule.card, rule.category
         numbers = {k: v for k, v in first.numbers.items() if k not in ("repeated",)}
         ranks = sorted({h.numbers["rank"] for h in hits if isinstance(h.numbers.get("rank"), int)})
         files = sorted({h.file for h in hits})
@@ -397,9 +406,8 @@ class _Builder:
             where = f" on ranks {_ranges(ranks)}"
         if isinstance(numbers.get("gpu"), int) and len(ranks) <= 1:
             where += f"{',' if where else ' on'} GPU {numbers['gpu']}"
-        title = sig.title
-        if sig.group_by and first.group:
-            title = f"{title}: {first.group}" if sig.id == "python-exception" else title
+        if sig.group_by and first.group and sig.id == "python-exception":
+            title = f"{title}: {first.group}"
         summary = title
         if phase and phase in _PHASE_TEXT:
             summary += f" {_PHASE_TEXT[phase]}"
@@ -419,8 +427,8 @@ class _Builder:
         if detail:
             summary += f": {detail}"
         summary += transient_note
-        if sig.explain:
-            summary += f". {sig.explain}"
+        if explain:
+            summary += f". {explain}"
         card = _card(card_id)
         fixes = _sig_fixes(sig, numbers, framework) + _card_fixes(card, framework)
         citations = ([card.citation] if card else []) + [Citation.log(first.file, first.line)]
@@ -431,9 +439,15 @@ class _Builder:
             "numbers": numbers,
             "count": count,
             "occurrences": occurrences,
-            "signature": sig.id,
-            "role": sig.role,
+            "signature": f"traceback:{rule.id}" if rule else sig.id,
+            "role": role,
         }
+        if tb is not None:
+            evidence["exception"] = tb.exc_type
+            if tb.frames:
+                deepest = tb.frames[-1]
+                evidence["deepest_frame"] = redact(f"{deepest.path}:{deepest.line} in {deepest.func}")
+                evidence["frame_packages"] = tb.packages()
         if phase:
             evidence["phase"] = phase
         if ranks:
@@ -451,7 +465,7 @@ class _Builder:
         if framework:
             evidence["framework"] = framework
         finding = Finding(
-            id=sig.id,
+            id=fid,
             category=category,
             severity=severity,  # type: ignore[arg-type]
             summary=summary,
@@ -462,7 +476,7 @@ class _Builder:
             citations=citations,
             card=card_id,
         )
-        return _Draft(finding, ROLE_RANK[sig.role], self._when_key(first.file_index, first.line, first.ts), sig.id, sig.role)
+        return _Draft(finding, ROLE_RANK[role], self._when_key(first.file_index, first.line, first.ts), fid, role)
 
     # -- metrics -----------------------------------------------------------------
 

@@ -1,0 +1,187 @@
+"""Read a Python traceback around an exception line and classify it through a table.
+
+Literal signatures (``signatures.yaml``) name the failures we know by their exact words.
+Everything else that ends in ``SomeError: message`` used to come out as "Unrecognised
+error". This module reads what a traceback says about *where* it failed: the final
+exception's type and message, and the package of each frame (``site-packages/sglang/...``
+is SGLang, ``.../vllm/...`` is vLLM, a file outside any installed package is the user's
+code, a frame named ``compute_score`` is a reward function). The table in
+``tracebacks.yaml`` maps those facts to a category and a playbook card, first match wins;
+a newcomer extends it without code.
+
+Only lines from the same process as the exception line are read (a merged Ray log
+interleaves actors), and only the last traceback before it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlmedic.errors import UserError
+from rlmedic.tools.logs.scan import process_key
+from rlmedic.tools.logs.signatures import ROLE_RANK
+from rlmedic.types import CATEGORIES
+
+TABLE_PATH = Path(__file__).parent / "tracebacks.yaml"
+DEEPEST = 8  # frames nearest the exception that a rule's `frames` are matched against
+
+_PREFIX = re.compile(r"^\(\w[\w:./-]*(?: pid=\d+)?[^)]*\)\s?")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+_EXC = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Z]?\w*(?:Error|Exception))(?:\([\w.]+\))?: (.*)$")
+_PACKAGE = re.compile(r"(?:site|dist)-packages/([A-Za-z_]\w*)")
+_RULE_KEYS = {"id", "title", "category", "card", "role", "types", "message", "frames", "packages", "explain"}
+
+
+@dataclass(frozen=True)
+class Frame:
+    path: str
+    line: int
+    func: str
+
+    @property
+    def package(self) -> str:
+        """The installed package the frame runs in, or ``user`` for code outside site-packages."""
+        m = _PACKAGE.search(self.path)
+        if m:
+            return m.group(1)
+        for known in ("sglang", "vllm", "megatron", "areal", "realhf", "slime", "verl", "ray", "torch", "transformers"):
+            if f"/{known}/" in self.path:
+                return known
+        return "user"
+
+
+@dataclass
+class Traceback:
+    exc_type: str  # as printed, e.g. ``omegaconf.errors.ConfigAttributeError``
+    message: str
+    frames: list[Frame] = field(default_factory=list)
+
+    @property
+    def short_type(self) -> str:
+        return self.exc_type.rsplit(".", 1)[-1]
+
+    def packages(self) -> list[str]:
+        """Packages of the frames, deepest (nearest the exception) first, without repeats."""
+        return list(dict.fromkeys(f.package for f in reversed(self.frames)))
+
+
+def read_traceback(line: str, before: list[str]) -> Traceback | None:
+    """The exception on ``line`` and the frames of the last traceback above it (same process)."""
+    me = process_key(line)
+    body = _PREFIX.sub("", line, count=1).strip()
+    m = _EXC.search(body)
+    if m is None:
+        return None
+    exc_type, message = m.group(1), m.group(2).strip()
+    frames: list[Frame] = []
+    for text in reversed(before):
+        if process_key(text) != me:
+            continue
+        text = _PREFIX.sub("", text, count=1)
+        fm = _FRAME.search(text)
+        if fm:
+            frames.append(Frame(fm.group(1), int(fm.group(2)), fm.group(3)))
+            continue
+        if "Traceback (most recent call last)" in text:
+            break
+    frames.reverse()
+    return Traceback(exc_type, message, frames)
+
+
+@dataclass
+class Rule:
+    id: str
+    title: str
+    category: str
+    card: str
+    role: str
+    types: list[str]
+    message: list[re.Pattern[str]]
+    frames: list[re.Pattern[str]]
+    packages: list[str]
+    explain: str
+
+    def matches(self, tb: Traceback) -> bool:
+        if self.types and tb.short_type not in self.types and tb.exc_type not in self.types:
+            return False
+        if self.message and not any(rx.search(tb.message) for rx in self.message):
+            return False
+        deepest = tb.frames[-DEEPEST:]
+        if self.frames and not any(rx.search(f"{f.path} in {f.func}") for rx in self.frames for f in deepest):
+            return False
+        if self.packages and not any(f.package in self.packages for f in deepest):
+            return False
+        return True
+
+
+def _rule(raw: Any, where: str) -> Rule:
+    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
+        raise UserError(f"{where}: a rule must be a mapping with an 'id'")
+    where = f"{where} ({raw['id']})"
+    unknown = sorted(set(raw) - _RULE_KEYS)
+    if unknown:
+        raise UserError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    for key in ("title", "category", "card", "role"):
+        if not raw.get(key):
+            raise UserError(f"{where}: missing '{key}'")
+    if raw["category"] not in CATEGORIES:
+        raise UserError(f"{where}: category {raw['category']!r} is not in the vocabulary")
+    if raw["role"] not in ROLE_RANK or raw["role"] == "marker":
+        raise UserError(f"{where}: role {raw['role']!r} must be one of cause, crash, cascade, symptom, wrapper")
+    if not any(raw.get(k) for k in ("types", "message", "frames", "packages")):
+        raise UserError(f"{where}: a rule needs at least one of types, message, frames, packages")
+
+    def rx(key: str) -> list[re.Pattern[str]]:
+        value = raw.get(key) or []
+        try:
+            return [re.compile(str(v)) for v in (value if isinstance(value, list) else [value])]
+        except re.error as exc:
+            raise UserError(f"{where}: invalid regex in {key} ({exc})") from exc
+
+    return Rule(
+        id=raw["id"],
+        title=str(raw["title"]).strip(),
+        category=raw["category"],
+        card=raw["card"],
+        role=raw["role"],
+        types=[str(t) for t in raw.get("types") or []],
+        message=rx("message"),
+        frames=rx("frames"),
+        packages=[str(p) for p in raw.get("packages") or []],
+        explain=" ".join(str(raw.get("explain") or "").split()),
+    )
+
+
+def parse_table(data: Any, where: str = "tracebacks.yaml") -> list[Rule]:
+    if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+        raise UserError(f"{where}: expected a mapping with a 'rules' list")
+    rules = [_rule(r, f"{where} rule #{i + 1}") for i, r in enumerate(data["rules"])]
+    ids = [r.id for r in rules]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise UserError(f"{where}: duplicate rule id(s) {', '.join(dupes)}")
+    return rules
+
+
+@functools.cache
+def builtin_rules() -> tuple[Rule, ...]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(TABLE_PATH.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        raise UserError(f"{TABLE_PATH}: invalid YAML ({exc})") from exc
+    return tuple(parse_table(data, str(TABLE_PATH)))
+
+
+def classify(tb: Traceback, rules: tuple[Rule, ...] | list[Rule] | None = None) -> Rule | None:
+    """The first rule of the table that fits the traceback, or None."""
+    for rule in builtin_rules() if rules is None else rules:
+        if rule.matches(tb):
+            return rule
+    return None
