@@ -50,6 +50,8 @@ RECENT_WRITE_S = 120
 MAX_OCCURRENCES = 10
 #: An error followed by this many logged training steps in the same file did not end the run.
 SURVIVED_STEPS = 3
+#: A traceback-classified error this close to a literal signature's hit is the same error.
+SHADOW_LINES = 10
 EXCERPT_BEFORE = 3
 EXCERPT_AFTER = 2
 
@@ -259,6 +261,9 @@ class _Draft:
     when: tuple[Any, ...]
     sig: str
     role: str
+    #: classified from its traceback while a literal signature matched a line of the same error
+    #: (within a few lines): the literal one is the more specific name and comes first
+    shadowed: bool = False
 
 
 # ------------------------------------------------------------------ builder -------
@@ -651,6 +656,7 @@ class _Builder:
         areal = any(fw == "areal" for fw in self.framework.values())
         if areal and serious and step is not None and step >= 2 and "recover-info-dumped" not in markers and far is not None:
             drafts.append(self._no_recover(step, far))
+        self._shadow(drafts)
         findings, root = self._order(drafts)
         stats: dict[str, Any] = {
             "last_step": step,
@@ -663,13 +669,26 @@ class _Builder:
         return Diagnosis(findings=findings, root=root, stats=stats, hits=self.first_hits, files=self.result.files)
 
     @staticmethod
+    def _shadow(drafts: list[_Draft]) -> None:
+        """Literal signatures take precedence over the traceback table for the same error."""
+        literal = [
+            (d.finding.file, d.finding.line or 0)
+            for d in drafts
+            if d.role != "marker" and d.sig in builtin_catalog().by_id and d.sig != "python-exception"
+        ]
+        for d in drafts:
+            if str(d.finding.evidence.get("signature", "")).startswith("traceback:"):
+                line = d.finding.line or 0
+                d.shadowed = any(f == d.finding.file and abs(n - line) <= SHADOW_LINES for f, n in literal)
+
+    @staticmethod
     def _order(drafts: list[_Draft]) -> tuple[list[Finding], int | None]:
         """Root first (lowest role rank, then earliest), its cascades, then the rest."""
         candidates = [d for d in drafts if d.role != "marker" and severity_rank(d.finding.severity) <= severity_rank("error")]
         if not candidates:
             rest = sorted(drafts, key=lambda d: (severity_rank(d.finding.severity), d.when))
             return [d.finding for d in rest], None
-        root = min(candidates, key=lambda d: (d.rank, d.when))
+        root = min(candidates, key=lambda d: (d.rank, d.shadowed, d.when))
         cascades = [
             d
             for d in candidates
