@@ -170,7 +170,8 @@ def load_cards(directory: Path | None = None) -> list[Card]:
     seen: dict[str, str] = {}
     for path in sorted(directory.glob("*.yaml")):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            # the C loader when libyaml is there: the cards are read on every diagnosis (fixes come from them)
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
         except yaml.YAMLError as exc:
             raise UserError(f"{path}: invalid YAML ({exc})") from exc
         card = parse_card(data, str(path))

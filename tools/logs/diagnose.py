@@ -134,7 +134,7 @@ def _diagnose_sources(
     started = time.perf_counter()
     catalog = builtin_catalog()
     metrics = MetricCollector(catalog.metrics)
-    scanner = Scanner(catalog, on_metric=metrics.feed, engine=engine)
+    scanner = Scanner(catalog, on_metric=metrics.feed, on_table=metrics.feed_table, engine=engine)
     result = scanner.scan(sources, confinement)
     skipped = skipped + result.skipped
     if not result.files:

@@ -37,10 +37,11 @@ _DICT_PAIR = re.compile(r"'([\w/.@-]+)':\s*(?:np\.float\d+\(|tensor\()?(" + _NUM
 _KV_PAIR = re.compile(r"(?<![\w/.@-])([A-Za-z_][\w/.@-]*)\s*[:=]\s*(" + _NUM + r")(?![\w.])")
 _JSON_PAIR = re.compile(r'"([\w/.@-]+)":\s*(' + _NUM + r")")
 _STEP_KEYS = frozenset(("step", "global_step", "_step", "train/step", "training/global_step", "iter", "iteration"))
+_GRID_PAIR = re.compile(r"│ *([^│\s][^│\n]*?) *│ *([^│\s]+) *(?=│)")
 _RAY_PREFIX = re.compile(r"^\(\w[\w:./-]*(?: pid=\d+)?[^)]*\)\s?")
 
 
-@dataclass
+@dataclass(slots=True)
 class Point:
     step: int
     value: float
@@ -82,13 +83,6 @@ class MetricEvent:
     values: list[tuple[int, float]]
 
 
-def _to_float(raw: str) -> float | None:
-    try:
-        return float(raw)
-    except ValueError:
-        return None
-
-
 class MetricCollector:
     """Feed it candidate lines (``feed``); read series and per-file progress after the scan."""
 
@@ -103,6 +97,7 @@ class MetricCollector:
         ]
         self._fw_cache: dict[str, str | None] = {}
         self._keys_seen: set[tuple[int, str]] = set()
+        self._file_keys: dict[int, set[str]] = {}
         #: file -> framework -> distinct metric keys naming it (``grpo_actor/...`` is AReaL's)
         self.frameworks: dict[int, dict[str, int]] = {}
         self.series: dict[tuple[int, str], Series] = {}
@@ -139,28 +134,30 @@ class MetricCollector:
     # -- parsing -------------------------------------------------------------------
 
     def feed(self, file_index: int, line_no: int, text: str) -> None:
-        if text.startswith("("):  # a Ray actor prefix: "(trainer pid=12) │ key │ value │"
-            text = _RAY_PREFIX.sub("", text, count=1)
-        m = _AREAL_STEP.search(text)
-        if m:
-            self._set_step(file_index, int(m.group(1)), line_no)
-            self.total_steps[file_index] = int(m.group(2))
+        if "│" in text:  # a stats-table row (the common case in metric-dense logs): no step marker on it
+            self._pairs(file_index, line_no, self._grid_pairs(text), None)
             return
+        if text.startswith("("):  # a Ray actor prefix: "(trainer pid=12) ..."
+            text = _RAY_PREFIX.sub("", text, count=1)
+        if "Train step" in text:
+            m = _AREAL_STEP.search(text)
+            if m:
+                self._set_step(file_index, int(m.group(1)), line_no)
+                self.total_steps[file_index] = int(m.group(2))
+                return
         step: int | None = None
-        m2 = _SLIME_STEP.search(text)
+        m2 = _SLIME_STEP.search(text) if ": {" in text else None
         if m2:
             if m2.group(1) == "eval":
                 return  # evaluation numbers are not training curves
             step = int(m2.group(2))
-        else:
+        elif "step:" in text:
             m3 = _VERL_STEP.search(text)
             if m3:
                 step = int(m3.group(1))
         if step is not None:
             self._set_step(file_index, step, line_no)
-        if "│" in text:
-            pairs = self._grid_pairs(text)
-        elif "': " in text:
+        if "': " in text:
             pairs = _DICT_PAIR.findall(text)
         else:
             pairs = _JSON_PAIR.findall(text) if '":' in text else _KV_PAIR.findall(text)
@@ -173,23 +170,61 @@ class MetricCollector:
                             continue
                         self._set_step(file_index, step, line_no)
                         break
+        self._pairs(file_index, line_no, pairs, step)
+
+    def feed_table(self, file_index: int, line_no: int, text: str) -> None:
+        """A run of stats-table rows starting at ``line_no``: every cell pair in one compiled pass.
+
+        The per-row work of :meth:`feed` (a call, a decode, a split per row) is what made
+        metric-dense logs slow; here a table costs one ``finditer`` plus a dict lookup per cell.
+        """
         kinds = self._kind_cache
-        for key, raw in pairs:
+        seen = self._file_keys.get(file_index)
+        if seen is None:
+            seen = self._file_keys[file_index] = set()
+        pos = 0
+        line = line_no
+        count = text.count
+        for m in _GRID_PAIR.finditer(text):
+            key = m.group(1)
             kind = kinds[key] if key in kinds else self.kind_of(key)
-            if (file_index, key) not in self._keys_seen:
+            if key not in seen:
+                seen.add(key)
                 self._note_key(file_index, key)
             if kind is None:
                 continue
-            value = _to_float(raw)
-            if value is None:
+            start = m.start()
+            line += count("\n", pos, start)
+            pos = start
+            try:
+                value = float(m.group(2))
+            except ValueError:
+                continue
+            self._add(file_index, key, kind, value, line, None)
+
+    def _pairs(self, file_index: int, line_no: int, pairs: list[tuple[str, str]], step: int | None) -> None:
+        """Add the pairs whose key feeds a series (the per-cell hot path: dict lookups, one float())."""
+        kinds = self._kind_cache
+        seen = self._file_keys.get(file_index)
+        if seen is None:
+            seen = self._file_keys[file_index] = set()
+        for key, raw in pairs:
+            if key not in seen:
+                seen.add(key)
+                self._note_key(file_index, key)
+            kind = kinds[key] if key in kinds else self.kind_of(key)
+            if kind is None:
+                continue
+            try:
+                value = float(raw)
+            except ValueError:
                 continue
             self._add(file_index, key, kind, value, line_no, step)
 
     @staticmethod
     def _grid_pairs(text: str) -> list[tuple[str, str]]:
-        cells = [c.strip() for c in text.split("│")]
-        cells = [c for c in cells if c]
-        return [(cells[i], cells[i + 1]) for i in range(0, len(cells) - 1, 2)]
+        """``│ key │ value │ key │ value │`` -> pairs; whatever precedes the first bar (a Ray prefix) is dropped."""
+        return _GRID_PAIR.findall(text)
 
     def _set_step(self, file_index: int, step: int, line_no: int) -> None:
         self.current_step[file_index] = step
@@ -212,10 +247,16 @@ class MetricCollector:
         if step is None:
             step = self._counters.get(skey, 0) + 1
             self._counters[skey] = step
-        if series.points and series.points[-1].step == step and series.points[-1].line == line_no:
+        points = series.points
+        if points and points[-1].step == step and points[-1].line == line_no:
             return
-        series.add(Point(step, value, line_no))
-        self._progress(file_index, step, line_no)
+        if len(points) >= MAX_POINTS:
+            series.add(Point(step, value, line_no))
+        else:
+            points.append(Point(step, value, line_no))
+        prev = self.last_step.get(file_index)
+        if prev is None or line_no >= prev[1]:
+            self.last_step[file_index] = (step, line_no)
 
     def _progress(self, file_index: int, step: int, line_no: int) -> None:
         prev = self.last_step.get(file_index)
@@ -418,12 +459,12 @@ class MetricCollector:
     @staticmethod
     def _spike(s: Series, rule: dict[str, Any]) -> MetricEvent | None:
         window, factor, min_points = int(rule.get("window", 20)), float(rule.get("factor", 10)), int(rule.get("min_points", 5))
-        history: list[float] = []
+        magnitudes: list[float] = []  # |value| of the points before the current one
         for i, p in enumerate(s.points):
             if not math.isfinite(p.value):
                 return None  # the non-finite rule reports this series
-            if len(history) >= min_points:
-                base = statistics.median(abs(v) for v in history[-window:])
+            if len(magnitudes) >= min_points:
+                base = statistics.median(magnitudes[-window:])
                 if base > 0 and abs(p.value) > factor * base:
                     return MetricCollector._event(
                         "spike", s, i, rule, kind=s.kind, severity="warning", category="nan_loss",
@@ -434,7 +475,7 @@ class MetricCollector:
                         ),
                         numbers={"step": p.step, "value": p.value, "median_before": round(base, 6)},
                     )
-            history.append(p.value)
+            magnitudes.append(abs(p.value))
         return None
 
     @staticmethod

@@ -32,6 +32,9 @@ from rlmedic.errors import AccessDenied, UserError
 from rlmedic.tools.logs.signatures import Catalog, Literal, Signature
 
 CHUNK = 8 << 20
+_BAR = "│".encode()  # the column bar of AReaL's stats tables
+_METRIC_ONLY = frozenset({"#metric"})
+MAX_TABLE_ROWS = 400
 KEEP_BEFORE = 64 << 10  # bytes of already-scanned text kept for before-context
 AFTER_RESERVE = 16 << 10  # bytes held back so hits near a chunk end have after-context
 CONTEXT_BEFORE = 30
@@ -222,7 +225,7 @@ class ScanResult:
 
 def clean_line(raw: bytes | bytearray) -> str:
     """Decode (invalid UTF-8 replaced), drop ANSI colours and carriage returns."""
-    text = bytes(raw).decode("utf-8", errors="replace")
+    text = raw.decode("utf-8", errors="replace")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\r" in text:
@@ -579,12 +582,14 @@ class Scanner:
         catalog: Catalog,
         *,
         on_metric: Callable[[int, int, str], None] | None = None,
+        on_table: Callable[[int, int, str], None] | None = None,
         engine: str | None = None,
         max_bytes: int | None = None,
         chunk: int = CHUNK,
     ) -> None:
         self.catalog = catalog
         self.on_metric = on_metric
+        self.on_table = on_table  # whole stats tables (rows with "│"), when the collector takes them
         self.engine = make_engine(catalog.all_literals(), engine)
         self._owners: list[frozenset[str]] = self.engine.owners
         env_cap = os.environ.get("RLMEDIC_MAX_SCAN_BYTES")
@@ -707,6 +712,8 @@ class Scanner:
         matches = self.engine.scan(buf, start, end)
         counted = start
         owners = self._owners
+        on_metric = self.on_metric
+        on_table = self.on_table
         i = 0
         n = len(matches)
         while i < n:
@@ -723,9 +730,55 @@ class Scanner:
                 i += 1
             line_no += buf.count(b"\n", counted, ls)
             counted = ls
-            self._handle_line(buf, ls, le, filled, line_no, ids, info)
+            if on_table is not None and "#metric" in ids and buf.find(_BAR, ls, min(le, ls + 200)) >= 0:
+                # a stats-table row: hand the whole table to the collector at once (one decode, one
+                # compiled findall), then go on after it; other signatures' hits inside it still count
+                block_end = self._table_end(buf, ls, end)
+                if block_end > le:
+                    text = buf[ls:block_end].decode("utf-8", errors="replace")
+                    if "\x1b" not in text and "\r" not in text:
+                        on_table(info.index, line_no, text)
+                        ids.discard("#metric")
+                        if ids:
+                            self._handle_line(buf, ls, le, filled, line_no, ids, info)
+                        while i < n and matches[i][0] < block_end:
+                            pos = matches[i][0]
+                            mids = owners[matches[i][1]] - _METRIC_ONLY
+                            if mids:  # rare: a signature literal inside the table
+                                ls2 = buf.rfind(b"\n", start, pos) + 1
+                                le2 = buf.find(b"\n", pos, end)
+                                le2 = end if le2 < 0 else le2
+                                line_no += buf.count(b"\n", counted, ls2)
+                                counted = ls2
+                                self._handle_line(buf, ls2, le2, filled, line_no, set(mids), info)
+                            i += 1
+                        continue
+            if on_metric is not None and len(ids) == 1 and "#metric" in ids:
+                on_metric(info.index, line_no, clean_line(buf[ls:le]))  # a stats line only: the hot path
+            else:
+                self._handle_line(buf, ls, le, filled, line_no, ids, info)
         line_no += buf.count(b"\n", counted, end)
         return line_no
+
+    @staticmethod
+    def _table_end(buf: bytearray, ls: int, end: int) -> int:
+        """End of the run of table rows starting at ``ls`` (lines with a ``│`` near their start).
+
+        Only whole rows inside the scanned region count; a table cut by the region's end is
+        finished by the next region (rows are still read one by one there).
+        """
+        pos = ls
+        rows = 0
+        while pos < end and rows < MAX_TABLE_ROWS:
+            nl = buf.find(b"\n", pos, end)
+            if nl < 0:
+                break
+            nxt = nl + 1
+            if nxt >= end or buf.find(_BAR, nxt, min(end, nxt + 200)) < 0:
+                return nl
+            pos = nxt
+            rows += 1
+        return pos - 1 if pos > ls else ls
 
     # -- one candidate line --------------------------------------------------------
 
