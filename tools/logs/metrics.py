@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,31 +175,37 @@ class MetricCollector:
         """A run of stats-table rows starting at ``line_no``: every cell pair in one compiled pass.
 
         The per-row work of :meth:`feed` (a call, a decode, a split per row) is what made
-        metric-dense logs slow; here a table costs one ``finditer`` plus a dict lookup per cell.
+        metric-dense logs slow; here a table costs one ``findall`` plus a dict lookup per cell.
+        Its points carry the table's first line (one step's stats are one table).
         """
         kinds = self._kind_cache
         seen = self._file_keys.get(file_index)
         if seen is None:
             seen = self._file_keys[file_index] = set()
-        pos = 0
-        line = line_no
-        count = text.count
-        for m in _GRID_PAIR.finditer(text):
-            key = m.group(1)
+        step = self.current_step.get(file_index)
+        for key, raw in _GRID_PAIR.findall(text):
             kind = kinds[key] if key in kinds else self.kind_of(key)
             if key not in seen:
                 seen.add(key)
                 self._note_key(file_index, key)
             if kind is None:
                 continue
-            start = m.start()
-            line += count("\n", pos, start)
-            pos = start
             try:
-                value = float(m.group(2))
+                value = float(raw)
             except ValueError:
                 continue
-            self._add(file_index, key, kind, value, line, None)
+            series = self.series.get((file_index, key))
+            if series is None or step is None or len(series.points) >= MAX_POINTS:
+                self._add(file_index, key, kind, value, line_no, step)
+                continue
+            points = series.points
+            if points and points[-1].step == step:
+                continue  # the same step printed twice (the table's other half, a repeated table)
+            points.append(Point(step, value, line_no))
+        if step is not None:
+            prev = self.last_step.get(file_index)
+            if prev is None or line_no >= prev[1]:
+                self.last_step[file_index] = (step, line_no)
 
     def _pairs(self, file_index: int, line_no: int, pairs: list[tuple[str, str]], step: int | None) -> None:
         """Add the pairs whose key feeds a series (the per-cell hot path: dict lookups, one float())."""
@@ -464,7 +469,9 @@ class MetricCollector:
             if not math.isfinite(p.value):
                 return None  # the non-finite rule reports this series
             if len(magnitudes) >= min_points:
-                base = statistics.median(magnitudes[-window:])
+                recent = sorted(magnitudes[-window:])
+                half = len(recent) // 2
+                base = recent[half] if len(recent) % 2 else (recent[half - 1] + recent[half]) / 2
                 if base > 0 and abs(p.value) > factor * base:
                     return MetricCollector._event(
                         "spike", s, i, rule, kind=s.kind, severity="warning", category="nan_loss",
