@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ANYWHERE
 from rlmedic.tools.logs.diagnose import diagnose
 
 
@@ -92,13 +93,14 @@ LAYOUTS = ["merged", "merged-gz", "concatenated", "split", "split-driver-gz", "s
 
 @pytest.mark.parametrize("kind", LAYOUTS)
 def test_same_root_whatever_the_layout(kind: str, tmp_path: Path) -> None:
-    reference = diagnose([_layout("merged", tmp_path / "ref" if (tmp_path / "ref").mkdir() is None else tmp_path)])
+    (tmp_path / "ref").mkdir()
+    reference = diagnose([_layout("merged", tmp_path / "ref")], confinement=ANYWHERE)
     ref = reference.root_finding
     assert ref is not None and ref.id == "nccl-watchdog-timeout" and ref.category == "nccl_timeout"
     assert "[Rank 2]" in ref.evidence["line_text"]
 
     (tmp_path / kind).mkdir()
-    d = diagnose([_layout(kind, tmp_path / kind)])
+    d = diagnose([_layout(kind, tmp_path / kind)], confinement=ANYWHERE)
     root = d.root_finding
     assert root is not None, [f.id for f in d.findings]
     assert (root.id, root.category) == (ref.id, ref.category)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import ANYWHERE, FIXTURES
 from rlmedic.tools.logs.diagnose import diagnose, diagnose_text
 
 ENDINGS = FIXTURES / "logs" / "endings"
@@ -36,7 +36,7 @@ def _old(src: Path, tmp_path: Path) -> str:
     ],
 )
 def test_clean_endings_are_not_interruptions(name: str, framework: str, tmp_path: Path) -> None:
-    d = diagnose([_old(ENDINGS / name, tmp_path)])
+    d = diagnose([_old(ENDINGS / name, tmp_path)], confinement=ANYWHERE)
     assert d.root_finding is None, [f.summary for f in d.findings]
     assert not [f for f in d.findings if f.severity in ("critical", "error")]
     assert d.stats["clean_shutdown"] is True
@@ -46,7 +46,7 @@ def test_clean_endings_are_not_interruptions(name: str, framework: str, tmp_path
 
 
 def test_a_cut_off_run_is_still_an_interruption(tmp_path: Path) -> None:
-    d = diagnose([_old(ENDINGS / "slime_cut_mid_training.log", tmp_path)])
+    d = diagnose([_old(ENDINGS / "slime_cut_mid_training.log", tmp_path)], confinement=ANYWHERE)
     root = d.root_finding
     assert root is not None and root.id == "probable-interruption" and root.severity == "error"
     assert d.stats["clean_shutdown"] is False

@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import FIXTURES
+from conftest import ANYWHERE, FIXTURES
+from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
 from rlmedic.tools.logs.diagnose import diagnose
 from rlmedic.ui.cli import app
+from rlmedic.ui.cli_logs import split_streams
 
 LOGS = FIXTURES / "logs"
 OOM = LOGS / "signatures" / "cuda-oom.log"
@@ -98,9 +100,13 @@ def test_pipe_is_capped(tmp_path: Path) -> None:
 
 def test_stdin_named_twice_and_devices_are_refused() -> None:
     with pytest.raises(UserError, match="only once"):
-        diagnose(["-", "-"])
+        split_streams([Path("-"), Path("-")])
     with pytest.raises(UserError, match="is a device"):
-        diagnose(["/dev/zero"])
+        split_streams([Path("/dev/zero")])
+    # the tool itself (which a model may call through the registry) never opens a pipe or device by path
+    with pytest.raises(UserError, match="not a regular file"):
+        diagnose(["/dev/zero"], confinement=Confinement.for_paths(["/dev/zero"]))
+    assert runner.invoke(app, ["diagnose", "/dev/zero"]).exit_code == 2
 
 
 def test_empty_log_is_a_warning(tmp_path: Path) -> None:
@@ -119,6 +125,6 @@ def test_empty_log_is_a_warning(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["findings"][0]["id"] == "empty-log"
     # one empty rank file beside a real log is listed, not a finding
     (tmp_path / "rank1.log").write_bytes(OOM.read_bytes())
-    d = diagnose([str(tmp_path)])
+    d = diagnose([str(tmp_path)], confinement=ANYWHERE)
     assert d.root_finding is not None and d.root_finding.id == "cuda-oom"
     assert d.stats["empty_files"] == [str(empty)]
