@@ -98,3 +98,29 @@ def test_table_loads_and_rejects_bad_rules() -> None:
         parse_table({"rules": [{"id": "x", "title": "t", "category": "other", "card": "c", "role": "cause", "typo": 1}]})
     raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "tools" / "logs" / "tracebacks.yaml").read_text())
     assert parse_table(raw)
+
+
+def test_phase_comes_from_the_traceback_the_error_ends() -> None:
+    """An NCCL timeout raised inside the weight update is a weight-sync problem, even after many training lines."""
+    p = "(TrainRayActor pid=700) "
+    lines = []
+    for s in range(6):
+        lines += [
+            p + f"[2025-11-20 10:0{s}:00] model.py:512 - step {s}: {{'train/loss': 0.01, 'train/grad_norm': 0.2}}",
+            p + f"[2025-11-20 10:0{s}:01] megatron: forward_backward micro batch {s} done, optimizer step",
+        ]
+    frames = [
+        p + "Traceback (most recent call last):",
+        p + '  File "/root/slime/slime/backends/megatron_utils/actor.py", line 410, in update_weights',
+        p + "    self.weight_updater.update_weights()",
+        p + '  File "/usr/local/lib/python3.12/dist-packages/torch/distributed/distributed_c10d.py", line 2714, in broadcast',
+        p + "    work.wait()",
+        p + "torch.distributed.DistBackendError: [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+        "OpType=BROADCAST, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for 600009 milliseconds before timing out.",
+    ]
+    root = diagnose_text("\n".join(lines + frames) + "\n").root_finding
+    assert root is not None and root.id == "nccl-watchdog-timeout"
+    assert root.evidence["phase"] == "weight_update" and root.category == "weight_sync"
+    # the same error without the traceback keeps the phase its surroundings give
+    root = diagnose_text("\n".join(lines + frames[-1:]) + "\n").root_finding
+    assert root is not None and root.evidence["phase"] == "training"

@@ -326,8 +326,44 @@ def extract_numbers(line: str, extractors: dict[str, list[re.Pattern[str]]]) -> 
     return out
 
 
+_FRAME_LINE = re.compile(r'^\s*File "[^"]+", line \d+, in ')
+
+
+def _traceback_above(line: str, before: list[str]) -> list[str] | None:
+    """The frame and code lines of the traceback that ends at ``line`` (same process), nearest first."""
+    me = process_key(line)
+    body: list[str] = []
+    for text in reversed(before):
+        if process_key(text) != me:
+            continue
+        bare = _RAY_PREFIX_FULL.sub("", text, count=1) if me else text
+        if "Traceback (most recent call last)" in bare:
+            return body if any(_FRAME_LINE.match(t) for t in body) else None
+        if not bare.startswith((" ", "\t")):  # not a frame or its code: the hit does not end a traceback
+            return None
+        body.append(bare)
+    return None
+
+
 def infer_phase(catalog: Catalog, line: str, before: list[str], after: list[str]) -> str:
-    """Score phase hints around a hit: the hit line counts double, nearer lines more."""
+    """Score phase hints around a hit: the hit line counts double, nearer lines more.
+
+    When the hit is the exception that ends a traceback, the traceback's frames say what
+    the process was doing (an NCCL timeout raised inside ``update_weights`` happened in
+    the weight update, whatever training lines came before): they are scored first, the
+    deepest frame weighing most, and the surrounding lines only decide when they say nothing.
+    """
+    frames = _traceback_above(line, before)
+    if frames:
+        scores: dict[str, float] = {}
+        for distance, text in enumerate(frames):
+            weight = 1.0 / (1.0 + distance / 4.0)
+            for phase, hints in catalog.phases.items():
+                n = sum(1 for h in hints if h.search(text))
+                if n:
+                    scores[phase] = scores.get(phase, 0.0) + weight * n
+        if scores:
+            return max(scores.items(), key=lambda kv: kv[1])[0]
     me = process_key(line)
     scores: dict[str, float] = {}
     window = [(0, line)] + [(i + 1, t) for i, t in enumerate(reversed(before))] + [(i + 1, t) for i, t in enumerate(after)]
