@@ -53,7 +53,7 @@ REQUIRED_IDS = {
 NOT_FROM_SEEDS = {
     "nccl-watchdog-timeout", "torch-weights-only-unpickling", "ray-actor-died", "megatron-tracker-file",
     # classes of failures found in real logs from issue threads (the traceback table's cards)
-    "install-version-mismatch", "config-validation-error", "reward-function-errors", "ray-resources-placement",
+    "install-version-mismatch", "config-validation-error", "reward-function-errors", "cluster-resources-placement",
     "inference-engine-launch-failure", "weight-name-mismatch",
 }
 

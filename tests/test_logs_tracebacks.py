@@ -30,7 +30,7 @@ CASES = {
     "config-validation.log": ("config-validation", "config_constraint", "config-validation-error"),
     "reward-function-error.log": ("reward-function-error", "data_format", "reward-function-errors"),
     "dataset-error.log": ("dataset-error", "data_format", "data-format-errors"),
-    "ray-resources-unavailable.log": ("ray-resources-unavailable", "ray_scheduling", "ray-resources-placement"),
+    "ray-resources-unavailable.log": ("ray-resources-unavailable", "ray_scheduling", "cluster-resources-placement"),
     "inference-engine-launch-failed.log": ("inference-engine-launch-failed", "sglang_crash", "inference-engine-launch-failure"),
     "weight-name-mismatch.log": ("weight-name-mismatch", "weight_sync", "weight-name-mismatch"),
 }
