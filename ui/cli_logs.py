@@ -153,16 +153,16 @@ def _run(tool: str, paths: list[Path], **arguments: Any) -> Any:
     if not streams:
         return run_tool(tool, {"paths": files, **arguments}, roots=files)
     from rlmedic.confine import Confinement
-    from rlmedic.registry import redact_object
+    from rlmedic.confine import redact_value
 
     confinement = Confinement.for_paths(files)
     if tool == "diagnose":
         from rlmedic.tools.logs.diagnose import diagnose
 
-        return redact_object(diagnose(files, confinement=confinement, streams=streams))
+        return redact_value(diagnose(files, confinement=confinement, streams=streams))
     from rlmedic.tools.logs.excerpt import build_excerpt
 
-    return redact_object(build_excerpt(files, confinement=confinement, streams=streams, **arguments))
+    return redact_value(build_excerpt(files, confinement=confinement, streams=streams, **arguments))
 
 
 def register(app: typer.Typer) -> None:
