@@ -572,7 +572,7 @@ def parse_slime_args(argv: list[str], path: str = "<args>") -> SlimeLaunch:
 
 
 def load_slime_launch(path: str | os.PathLike[str], *, confinement: Confinement) -> SlimeLaunch:
-    return parse_slime_launch(confinement.read_text(path), str(path))
+    return parse_slime_launch(confinement.read_text(path, whole=True), str(path))
 
 
 def looks_like_slime(text: str) -> bool:
