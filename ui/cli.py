@@ -101,6 +101,12 @@ _register_all()
 
 
 def main() -> None:  # console-script entry point
+    # A file name that is not UTF-8 (a surrogate escape in Python) must not kill the output:
+    # it is written as a \udcXX escape, which is also a valid escape inside a JSON string.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     app()
 
 

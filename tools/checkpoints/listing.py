@@ -232,8 +232,10 @@ def _weights_issue(files: list[FileEntry], directory: Path, confinement: Confine
     if any(f.path == index for f in files):
         try:
             shards = set(load_json(confinement.read_text(index, whole=True), index.name).get("weight_map", {}).values())
-        except (UserError, AttributeError, TypeError):  # not a mapping, unhashable shard names
-            issues.append("model.safetensors.index.json does not parse")
+        except UserError as exc:
+            issues.append(f"model.safetensors.index.json does not parse ({str(exc).removeprefix(index.name + ': ')})")
+        except (AttributeError, TypeError):  # not a mapping, unhashable shard names
+            issues.append("model.safetensors.index.json does not parse (no weight_map of shard names)")
         else:
             present = {f.path.name for f in files if f.path.parent == directory}
             missing = sorted(s for s in shards if s not in present)

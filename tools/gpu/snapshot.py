@@ -252,10 +252,10 @@ def _convert(annotation: str, value: Any, where: str) -> Any:
             number = float(value)
         except (ValueError, OverflowError):  # OverflowError: an int too large for a float
             raise ValueError(f"{where}: {str(value)[:40]!r} is not a number") from None
-        if not math.isfinite(number) or abs(number) > MAX_MAGNITUDE:
-            raise ValueError(f"{where}: {str(value)[:40]!r} is not a finite number below {MAX_MAGNITUDE:.0e}")
         if where.rsplit(".", 1)[-1] in TIME_FIELDS and not 0 <= number <= MAX_TIME:
             raise ValueError(f"{where}: {number!r} is not a Unix time between 1970 and 9999")
+        if not math.isfinite(number) or abs(number) > MAX_MAGNITUDE:
+            raise ValueError(f"{where}: {str(value)[:40]!r} is not a finite number below {MAX_MAGNITUDE:.0e}")
         return int(number) if base == "int" else number
     if base == "str":
         return str(value)
