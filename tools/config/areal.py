@@ -43,6 +43,21 @@ class ConfigEditError(Exception):
     """A patch could not be applied as text (internal; callers see UserError)."""
 
 
+def _by_hand_on_lookup_error(method: Any) -> Any:
+    """An edit whose dotted key does not address one node (``"a.b": 1`` is one key with a dot in
+    its name, not ``a`` then ``b``) is a :class:`UserError` asking for a hand edit, not a KeyError."""
+
+    @functools.wraps(method)
+    def wrapper(self: ArealConfig, key: str, *args: Any) -> Any:
+        try:
+            return method(self, key, *args)
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:
+            raise UserError(f"{self.path}: cannot edit {key} as text (a key with a dot in its name, or not a mapping "
+                            f"on the way: {type(exc).__name__}); edit it by hand") from exc
+
+    return wrapper
+
+
 # --------------------------------------------------------------------------- YAML I/O
 
 
@@ -192,6 +207,7 @@ class ArealConfig(EditableText):
 
     # ---- editing (text patches, verified by re-parsing)
 
+    @_by_hand_on_lookup_error
     def set(self, key: str, value: Any) -> None:
         """Set a scalar at ``key``; missing parent mappings are created. ``dict`` values set each leaf."""
         if isinstance(value, dict):
@@ -206,6 +222,7 @@ class ArealConfig(EditableText):
             lines = self._insert_key(lines, parts, value)
         self._commit("".join(lines), key, value)
 
+    @_by_hand_on_lookup_error
     def delete(self, key: str) -> None:
         """Remove ``key`` and everything under it."""
         if not self.has(key):
@@ -226,6 +243,7 @@ class ArealConfig(EditableText):
         if self.has(key):
             raise UserError(f"{self.path}: could not delete {key}")
 
+    @_by_hand_on_lookup_error
     def rename(self, key: str, new_name: str) -> None:
         """Rename the last part of ``key`` in place, keeping its value, comments and position."""
         parts = _split(key)
