@@ -40,7 +40,7 @@ SEED = int(os.environ.get("RLMEDIC_FUZZ_SEED", "20261123"))
 RSS_GROWTH_MB = 300
 
 FUZZ = settings(
-    max_examples=40,
+    max_examples=60,
     deadline=None,  # wall-clock timings on a shared CI machine are noise; the watchdog below catches hangs
     derandomize="RLMEDIC_FUZZ_SEED" not in os.environ,
     database=None,

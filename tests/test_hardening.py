@@ -201,6 +201,7 @@ def test_scan_cap_values(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
 
 def test_scan_cap_with_suffix_and_truncation_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from rlmedic.tools.logs.diagnose import diagnose
+    from rlmedic.tools.logs.excerpt import build_excerpt
     from rlmedic.tools.logs.scan import max_scan_bytes
 
     monkeypatch.setenv("RLMEDIC_MAX_SCAN_BYTES", "2K")
@@ -208,11 +209,22 @@ def test_scan_cap_with_suffix_and_truncation_reported(monkeypatch: pytest.Monkey
     log = tmp_path / "train.log"
     log.write_text("step 1 loss 0.5\n" * 1000)
     assert diagnose([log]).to_dict()["stats"]["truncated"] is True
+    assert "byte cap" in build_excerpt([log])
     monkeypatch.setenv("RLMEDIC_MAX_SCAN_BYTES", str(log.stat().st_size))  # exactly the file: nothing was cut
     assert not diagnose([log]).to_dict()["stats"]["truncated"]
 
 
 # --------------------------------------------------------------------------- knowledge index inputs
+
+
+def test_a_fifo_inside_a_log_folder_is_named_as_skipped(tmp_path: Path) -> None:
+    from rlmedic.tools.logs.diagnose import diagnose
+
+    (tmp_path / "rank0.log").write_text("step 1 loss 0.5\n")
+    os.mkfifo(tmp_path / "rank1.log")
+    finished, value = _returns_within(lambda: diagnose([tmp_path]).to_dict())
+    assert finished and isinstance(value, dict), value
+    assert {"file": str(tmp_path / "rank1.log"), "reason": "not a regular file"} in value["stats"]["skipped"]
 
 
 def test_index_refuses_non_regular_and_empty_inputs(tmp_path: Path) -> None:

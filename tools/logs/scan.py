@@ -414,7 +414,8 @@ def expand_paths(
                 except UserError as exc:  # a symlink loop...
                     skipped.append({"file": display, "reason": str(exc).removeprefix(f"{full}: ")})
                     continue
-                if not real.is_file():
+                if not real.is_file():  # a FIFO, socket or device with a log's name: never opened, but named
+                    skipped.append({"file": display, "reason": "not a regular file"})
                     continue
                 if real in seen:
                     continue
