@@ -5,8 +5,9 @@ Run: ``python benchmarks/hostile.py [--dir /tmp] [--only NAME-PART] [--json]``
 The inputs and command lines are the cases of ``tests/hostile_cases.py`` (YAML bombs,
 FIFOs, deep nesting, huge numbers, odd names, outputs that are inputs, a slime script with
 a million line continuations...). Each runs alone, in its own process, one after another;
-the peak RSS is that process's own (``os.wait4``), the time is wall-clock from start to
-exit, CLI start-up included. Goal: every row under 200 MB and 5 s; the one command that
+the peak RSS is that process's own (``VmHWM`` read at exit: ``getrusage`` children
+maxrss would also count the parent's pages copied before ``exec``), the time is
+wall-clock from start to exit, CLI start-up included. Goal: every row under 200 MB and 5 s; the one command that
 loads the embedding model (``index`` of a folder with a real document) is shown against
 its own allowance. Exits 1 when a row misses its goal or behaves wrongly.
 """

@@ -7,7 +7,7 @@ happen. Files that git cannot hold (FIFOs, non-UTF-8 names) or that are too big 
 nasty files live in ``tests/fixtures/hostile/``.
 
 :func:`run_case` runs one case in its own process and measures that process alone
-(``os.wait4`` gives the child's own peak RSS), with a wall-clock limit, so a hang or a
+(the child reports its own peak RSS, ``VmHWM``), with a wall-clock limit, so a hang or a
 memory blow-up fails the case instead of the test run.
 """
 
@@ -62,15 +62,38 @@ class Outcome:
     rss_mb: float
 
 
+#: Starts the CLI like ``python -m rlmedic`` and, at exit, writes the process's own peak RSS
+#: (``VmHWM``, kB) to ``$RLMEDIC_HWM_FILE``. ``getrusage``/``wait4`` cannot give it: Linux
+#: carries the high-water mark of the memory the child had before ``exec`` (a copy of the
+#: parent, 900 MB inside a full pytest run) into the child's ``ru_maxrss``.
+_LAUNCHER = """
+import atexit, os, sys
+def _hwm():
+    try:
+        with open('/proc/self/status') as fh:
+            kb = next(line.split()[1] for line in fh if line.startswith('VmHWM:'))
+        with open(os.environ['RLMEDIC_HWM_FILE'], 'w') as out:
+            out.write(kb)
+    except (OSError, StopIteration, KeyError):
+        pass
+atexit.register(_hwm)
+sys.argv[0] = 'rlmedic'
+from rlmedic.ui.cli import main
+main()
+"""
+
+
 def rlmedic_command() -> list[str]:
     """How to start the CLI: ``RLMEDIC_PYTHON`` (another checkout's interpreter) or this one."""
-    return [os.environ.get("RLMEDIC_PYTHON", sys.executable), "-m", "rlmedic"]
+    return [os.environ.get("RLMEDIC_PYTHON", sys.executable), "-c", _LAUNCHER]
 
 
 def run_case(case: Case, cwd: Path) -> Outcome:
     """Run one case in a fresh process; its own peak RSS comes from ``os.wait4``."""
-    env = {**os.environ, **case.env, "PYTHONIOENCODING": os.environ.get("PYTHONIOENCODING", "utf-8")}
-    out_path, err_path = cwd / f".{case.name}.out", cwd / f".{case.name}.err"
+    out_path, err_path, hwm_path = cwd / f".{case.name}.out", cwd / f".{case.name}.err", cwd / f".{case.name}.hwm"
+    hwm_path.unlink(missing_ok=True)
+    env = {**os.environ, **case.env, "PYTHONIOENCODING": os.environ.get("PYTHONIOENCODING", "utf-8"),
+           "RLMEDIC_HWM_FILE": str(hwm_path)}
     limit = float(os.environ.get("HOSTILE_TIMEOUT", case.timeout))
     start = time.monotonic()
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
@@ -90,8 +113,12 @@ def run_case(case: Case, cwd: Path) -> Outcome:
             time.sleep(0.02)
         proc.returncode = rc if rc is not None else -9  # reaped above; keep Popen from waiting again
     seconds = time.monotonic() - start
+    try:
+        rss_mb = int(hwm_path.read_text()) / 1024
+    except (OSError, ValueError):  # killed at the time limit: the kernel's figure (an upper bound) is all there is
+        rss_mb = rusage.ru_maxrss / 1024 if rusage else 0.0
     return Outcome(rc, out_path.read_bytes().decode("utf-8", "replace"), err_path.read_bytes().decode("utf-8", "replace"),
-                   seconds, rusage.ru_maxrss / 1024 if rusage else 0.0)
+                   seconds, rss_mb)
 
 
 def judge(case: Case, outcome: Outcome, before: dict[Path, bytes]) -> list[str]:
