@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, note, seed, settings
 from hypothesis import strategies as st
+from conftest import ANYWHERE
 from typer.testing import CliRunner
 
 from rlmedic.errors import UserError
@@ -237,11 +238,11 @@ def test_log_scanner(data: bytes, tmp_path_factory: pytest.TempPathFactory) -> N
     with _example():
         path = tmp_path_factory.mktemp("log") / "train.log"
         path.write_bytes(data)
-        result = _result_or_user_error(diagnose, [path])
+        result = _result_or_user_error(diagnose, [path], confinement=ANYWHERE)
         if result is not None:
             json.dumps(result.to_dict(), default=str)
         _result_or_user_error(diagnose_text, data.decode("utf-8", "replace"))
-        _result_or_user_error(build_excerpt, [path], max_lines=20)
+        _result_or_user_error(build_excerpt, [path], max_lines=20, confinement=ANYWHERE)
 
 
 @FUZZ
@@ -254,7 +255,7 @@ def test_gpu_snapshot_loader(text: str, tmp_path_factory: pytest.TempPathFactory
     with _example():
         path = tmp_path_factory.mktemp("snap") / "gpu.json"
         path.write_text(text, encoding="utf-8", errors="surrogatepass")
-        snap = _result_or_user_error(load_snapshot, path)
+        snap = _result_or_user_error(load_snapshot, path, confinement=ANYWHERE)
         if snap is not None:
             json.dumps(snap.to_dict())
             gpu_advice(snap)
@@ -294,7 +295,7 @@ def test_checkpoint_scanner(tree: dict[str, str], tmp_path_factory: pytest.TempP
         for where in (root / "fileroot", root / "slime"):
             if not where.exists():
                 continue
-            report = _result_or_user_error(list_checkpoints, where)
+            report = _result_or_user_error(list_checkpoints, where, confinement=ANYWHERE)
             if report is not None:
                 recovery_plan(report)
                 json.dumps(report.to_dict(), default=str)
@@ -354,5 +355,5 @@ def test_hostile_corpus_through_the_public_functions() -> None:
     assert len(files) >= 10
     for path in files:
         loader = load_snapshot if path.suffix == ".json" else load_config
-        _result_or_user_error(loader, path)
+        _result_or_user_error(loader, path, confinement=ANYWHERE)
     shutil.rmtree(HOSTILE / "__pycache__", ignore_errors=True)

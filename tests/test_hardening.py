@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import ANYWHERE
 
 from rlmedic.bounded import MAX_DEPTH, MAX_YAML_ALIASES, MAX_YAML_NODES, check_yaml, json_depth, load_json
 from rlmedic.confine import Confinement, write_new_text
@@ -103,7 +104,7 @@ def test_a_key_with_a_dot_is_an_edit_by_hand_not_a_keyerror() -> None:
     config = parse_areal_config("\"actor.lr\": 1\n", "dot.yaml")
     with pytest.raises(UserError, match="by hand"):
         config.rename("actor.lr", "x")
-    result = lint_config(HOSTILE / "dotted_key.yaml")
+    result = lint_config(HOSTILE / "dotted_key.yaml", confinement=ANYWHERE)
     assert result.problems  # the dotted keys are reported, not crashed on
 
 
@@ -208,10 +209,10 @@ def test_scan_cap_with_suffix_and_truncation_reported(monkeypatch: pytest.Monkey
     assert max_scan_bytes() == 2048
     log = tmp_path / "train.log"
     log.write_text("step 1 loss 0.5\n" * 1000)
-    assert diagnose([log]).to_dict()["stats"]["truncated"] is True
-    assert "byte cap" in build_excerpt([log])
+    assert diagnose([log], confinement=ANYWHERE).to_dict()["stats"]["truncated"] is True
+    assert "byte cap" in build_excerpt([log], confinement=ANYWHERE)
     monkeypatch.setenv("RLMEDIC_MAX_SCAN_BYTES", str(log.stat().st_size))  # exactly the file: nothing was cut
-    assert not diagnose([log]).to_dict()["stats"]["truncated"]
+    assert not diagnose([log], confinement=ANYWHERE).to_dict()["stats"]["truncated"]
 
 
 # --------------------------------------------------------------------------- knowledge index inputs
@@ -222,7 +223,7 @@ def test_a_fifo_inside_a_log_folder_is_named_as_skipped(tmp_path: Path) -> None:
 
     (tmp_path / "rank0.log").write_text("step 1 loss 0.5\n")
     os.mkfifo(tmp_path / "rank1.log")
-    finished, value = _returns_within(lambda: diagnose([tmp_path]).to_dict())
+    finished, value = _returns_within(lambda: diagnose([tmp_path], confinement=ANYWHERE).to_dict())
     assert finished and isinstance(value, dict), value
     assert {"file": str(tmp_path / "rank1.log"), "reason": "not a regular file"} in value["stats"]["skipped"]
 
@@ -269,7 +270,7 @@ def test_snapshot_numbers_and_depth_are_bounded(name: str, match: str) -> None:
     from rlmedic.tools.gpu.snapshot import load_snapshot
 
     with pytest.raises(UserError, match=match):
-        load_snapshot(HOSTILE / name)
+        load_snapshot(HOSTILE / name, confinement=ANYWHERE)
 
 
 def test_checkpoint_metadata_too_deep_is_a_reported_issue(tmp_path: Path) -> None:
@@ -280,7 +281,7 @@ def test_checkpoint_metadata_too_deep_is_a_reported_issue(tmp_path: Path) -> Non
     (ckpt / "model.safetensors").write_bytes(b"x" * 16)
     (ckpt / "config.json").write_text("{}")
     (ckpt / "model.safetensors.index.json").write_text("[" * 50_000 + "]" * 50_000)
-    report = list_checkpoints(tmp_path)
+    report = list_checkpoints(tmp_path, confinement=ANYWHERE)
     issues = [i for c in report.checkpoints for i in c.issues]
     assert any("deeper than" in i for i in issues), issues
 
