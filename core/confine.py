@@ -30,12 +30,21 @@ __all__ = ["REDACTED", "Confinement", "FileEntry", "WalkResult", "looks_binary",
            "secret_kinds", "write_new_text"]
 
 
-def write_new_text(path: str | os.PathLike[str], text: str, *, force: bool = False, force_option: str = "") -> Path:
+def write_new_text(
+    path: str | os.PathLike[str],
+    text: str,
+    *,
+    force: bool = False,
+    force_option: str = "",
+    inputs: Confinement | None = None,
+) -> Path:
     """Write ``text`` to the output file the user named: a new regular file unless ``force``.
 
     Tools never write to user files; this is only for outputs (a corrected config, a
-    snapshot). A directory, a symlink, a missing parent or an unwritable place is a
-    :class:`UserError`, never a traceback.
+    snapshot). A directory, a symlink, a FIFO or device, a missing parent or an unwritable
+    place is a :class:`UserError`, never a traceback or a hang. ``inputs`` is the
+    confinement the command read through: a path that is, resolves to, or hard-links to a
+    file read through it is refused, ``force`` or not (an output never replaces an input).
     """
     target = Path(path).expanduser()
     try:
@@ -43,12 +52,30 @@ def write_new_text(path: str | os.PathLike[str], text: str, *, force: bool = Fal
             raise UserError(f"{path}: is a symlink; write to a regular path")
         if target.is_dir():
             raise UserError(f"{path}: is a directory; name a file")
-        if target.exists() and not force:
-            hint = f" or pass {force_option}" if force_option else ""
-            raise UserError(f"{path}: already exists; choose a new file name{hint}")
+        if inputs is not None and inputs.was_read(target):
+            raise UserError(f"{path}: is a file this command reads; rlmedic never overwrites its input, choose another path")
+        if target.exists():
+            if not stat.S_ISREG(target.stat().st_mode):
+                raise UserError(f"{path}: {_kind(target.stat().st_mode)}, not a regular file; name a new file")
+            if not force:
+                hint = f" or pass {force_option}" if force_option else ""
+                raise UserError(f"{path}: already exists; choose a new file name{hint}")
         if not target.parent.is_dir():
             raise UserError(f"{target.parent}: no such directory")
-        with open(target, "w" if force else "x", encoding="utf-8") as fh:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(target, flags | (0 if force else os.O_EXCL), 0o666)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):  # swapped for a FIFO or device since the checks above
+                raise UserError(f"{path}: {_kind(st.st_mode)}, not a regular file; name a new file")
+            if inputs is not None and (st.st_dev, st.st_ino) in inputs.read_ids:
+                raise UserError(f"{path}: is a file this command reads; rlmedic never overwrites its input")
+            os.ftruncate(fd, 0)
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        with open(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
     except FileExistsError as exc:  # created in the meantime
         raise UserError(f"{path}: already exists; choose a new file name") from exc
@@ -68,6 +95,10 @@ class Confinement:
 
     roots: list[Path] = field(default_factory=list)
     max_bytes: int = DEFAULT_MAX_BYTES
+    #: (st_dev, st_ino) and resolved path of every file opened through this confinement:
+    #: what :func:`write_new_text` refuses to replace.
+    read_ids: set[tuple[int, int]] = field(default_factory=set, repr=False, compare=False)
+    read_paths: set[Path] = field(default_factory=set, repr=False, compare=False)
 
     @classmethod
     def for_paths(cls, paths: Iterable[str | os.PathLike[str]], max_bytes: int = DEFAULT_MAX_BYTES) -> Confinement:
@@ -91,6 +122,8 @@ class Confinement:
         raise AccessDenied(f"{path}: outside the allowed roots ({', '.join(map(str, self.roots)) or 'none'})")
 
     def existing(self, path: str | os.PathLike[str]) -> Path:
+        if str(path) == "":
+            raise UserError("'': an empty path; name a file or directory")
         resolved = self.check(path)
         try:
             found = resolved.exists()
@@ -101,8 +134,12 @@ class Confinement:
         return resolved
 
     def regular_file(self, path: str | os.PathLike[str]) -> Path:
-        """The resolved path of an allowed regular file; a directory, FIFO, socket or device is refused
-        before anything opens it (opening a FIFO blocks forever, a device never ends)."""
+        """The resolved path of an allowed *regular* file; a directory, FIFO, socket or device is a :class:`UserError`.
+
+        This is the one place that decides what a command may open: a FIFO would block the
+        read forever, ``/dev/zero`` never ends. (A caller that deliberately reads stdin does
+        so explicitly, with its own cap, and does not come through here.)
+        """
         resolved = self.existing(path)
         try:
             mode = resolved.stat().st_mode
@@ -111,30 +148,63 @@ class Confinement:
         if stat.S_ISDIR(mode):
             raise UserError(f"{path}: is a directory, expected a file")
         if not stat.S_ISREG(mode):
-            raise UserError(f"{path}: not a regular file (a pipe, socket or device); save it to a file first")
+            raise UserError(f"{path}: {_kind(mode)}, not a regular file; refusing to read it")
         return resolved
 
-    def read_bytes(self, path: str | os.PathLike[str], max_bytes: int | None = None) -> bytes:
-        """Read at most ``max_bytes`` (default: the cap) from an allowed file."""
-        resolved = self.regular_file(path)
-        limit = self.max_bytes if max_bytes is None else min(max_bytes, self.max_bytes)
-        try:
-            with open(resolved, "rb") as fh:
-                return fh.read(limit)
-        except OSError as exc:
-            raise UserError(f"{path}: cannot read ({_why(exc)})") from exc
-
     def open_binary(self, path: str | os.PathLike[str]) -> BinaryIO:
-        """Open an allowed regular file for streaming reads (the caller caps how much it reads)."""
+        """Open an allowed regular file for streaming reads (the caller caps how much it reads).
+
+        Checked before opening (:meth:`regular_file`) and again on the open descriptor, which
+        is opened non-blocking so a FIFO swapped in between cannot hang the open.
+        """
         resolved = self.regular_file(path)
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
         try:
-            return open(resolved, "rb")  # noqa: SIM115 - the caller closes it
+            fd = os.open(resolved, flags)
         except OSError as exc:
             raise UserError(f"{path}: cannot read ({_why(exc)})") from exc
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise UserError(f"{path}: {_kind(st.st_mode)}, not a regular file; refusing to read it")
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.read_ids.add((st.st_dev, st.st_ino))
+        self.read_paths.add(resolved)
+        return open(fd, "rb")  # noqa: SIM115 - the caller closes it
 
-    def read_text(self, path: str | os.PathLike[str], max_bytes: int | None = None) -> str:
+    def read_bytes(self, path: str | os.PathLike[str], max_bytes: int | None = None, *, whole: bool = False) -> bytes:
+        """Read at most ``max_bytes`` (default: the cap) from an allowed regular file.
+
+        With ``whole`` a file larger than the limit is a :class:`UserError` instead of being
+        cut short (a config or a JSON file read in part would be misread, not partly read).
+        """
+        limit = self.max_bytes if max_bytes is None else min(max_bytes, self.max_bytes)
+        with self.open_binary(path) as fh:
+            try:
+                data = fh.read(limit)
+                more = whole and fh.read(1)
+            except OSError as exc:
+                raise UserError(f"{path}: cannot read ({_why(exc)})") from exc
+        if more:
+            raise UserError(f"{path}: larger than {limit} bytes, the most rlmedic reads from a file of this kind")
+        return data
+
+    def was_read(self, path: str | os.PathLike[str]) -> bool:
+        """True when ``path`` is, resolves to, or hard-links to a file opened through this confinement."""
+        try:
+            if _resolve(path) in self.read_paths:
+                return True
+            st = Path(path).expanduser().stat()
+        except (OSError, UserError):
+            return False  # nothing there (yet): it cannot be a file that was read
+        return (st.st_dev, st.st_ino) in self.read_ids
+
+    def read_text(self, path: str | os.PathLike[str], max_bytes: int | None = None, *, whole: bool = False) -> str:
         """Read an allowed text file: binary is refused, undecodable bytes are replaced."""
-        data = self.read_bytes(path, max_bytes)
+        data = self.read_bytes(path, max_bytes, whole=whole)
         if looks_binary(data):
             raise UserError(f"{path}: looks like a binary file, not text")
         return data.decode("utf-8", errors="replace")
@@ -225,6 +295,15 @@ def _resolve(path: str | os.PathLike[str]) -> Path:
         return Path(path).expanduser().resolve()
     except (OSError, RuntimeError) as exc:  # RuntimeError: "Symlink loop" (Python < 3.13)
         raise UserError(f"{path}: cannot resolve ({_why(exc)})") from exc
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return "is " + name
+    return "is a special file"
 
 
 def _why(exc: BaseException) -> str:

@@ -77,10 +77,17 @@ def index_paths(
     roots: list[Path] = []
     for raw in paths:
         p = Path(raw).expanduser()
-        if not p.exists():
-            raise UserError(f"{raw}: no such file or directory")
+        try:
+            is_dir = p.is_dir()
+        except OSError as exc:  # a name too long, a parent without search permission
+            raise UserError(f"{raw}: cannot access ({exc.strerror or exc})") from exc
+        if not is_dir:  # a FIFO or /dev/zero is refused here, not read as an empty document
+            Confinement.for_paths([p]).regular_file(p)
         roots.append(p.resolve())
     files = discover(roots)
+    if not files:
+        names = ", ".join(str(p) for p in paths)
+        raise UserError(f"{names}: nothing to index (no Markdown, reStructuredText or text files)")
     explicit = {r for r in roots if r.is_file()}
     # reads go through the one confinement point: a symlink inside a folder that
     # points outside the folders the user named is refused, not followed
@@ -88,6 +95,14 @@ def index_paths(
     changed: list[tuple[Path, Path, bytes, str]] = []
     for file, root in files:
         key = str(file)
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            err = UserError(f"{key.encode('utf-8', 'backslashreplace').decode()}: the file name is not valid UTF-8; rename it")
+            if file in explicit:
+                raise err from None
+            report.skipped.append(str(err))
+            continue
         try:
             size = confinement.check(file).stat().st_size
             if size > max_bytes:
@@ -152,6 +167,9 @@ def index_paths(
         (report.updated if old else report.added).append(key)
         report.chunks_embedded += len(chunks)
         store.save_manifest()  # after each file: an interrupted run keeps what it did
+    if not (report.added or report.updated or report.unchanged or report.removed):
+        names = ", ".join(str(p) for p in paths)
+        raise UserError(f"{names}: nothing to index (every file was skipped: {'; '.join(report.skipped)[:300]})")
     if progress and changed:
         progress(len(changed), len(changed), "")
     if changed or report.removed:

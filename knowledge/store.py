@@ -43,12 +43,17 @@ class Manifest:
         if not path.exists():
             return cls()
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise UserError(f"{path}: index manifest is unreadable ({exc}); delete the index directory and re-index") from exc
+            raw = _read_json(path)
+        except UserError as exc:
+            raise UserError(f"{exc}: the index manifest is unreadable; delete the index directory and re-index") from exc
+        if not isinstance(raw, dict) or not isinstance(raw.get("files", {}), dict):
+            raise UserError(f"{path}: the index manifest is not an rlmedic manifest; delete the index directory and re-index")
         if raw.get("version") != MANIFEST_VERSION:
             raise UserError(f"{path}: index was written by another rlmedic version; delete it and re-index")
-        files = {k: FileEntry(**v) for k, v in raw.get("files", {}).items()}
+        try:
+            files = {k: FileEntry(**v) for k, v in raw.get("files", {}).items()}
+        except TypeError as exc:
+            raise UserError(f"{path}: the index manifest is damaged ({exc}); delete the index directory and re-index") from exc
         return cls(files=files, cards_hash=raw.get("cards_hash", ""), embedder=raw.get("embedder", ""))
 
     def save(self, path: Path) -> None:
@@ -68,6 +73,7 @@ class Store:
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
+        _check_directory(self.directory)
         self.manifest_path = self.directory / "manifest.json"
         self.manifest = Manifest.load(self.manifest_path)
         self._collection = None
@@ -184,7 +190,7 @@ class Store:
             ids_path = self.directory / "bm25" / "ids.json"
             if not ids_path.exists():
                 return []
-            self._bm25_ids = json.loads(ids_path.read_text(encoding="utf-8"))
+            self._bm25_ids = _read_json(ids_path)
             if self._bm25_ids:
                 import bm25s
 
@@ -201,3 +207,26 @@ class Store:
     def save_manifest(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.manifest.save(self.manifest_path)
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON file of the index, read as user input: a regular file, bounded (it lives wherever --index-dir says)."""
+    from rlmedic.bounded import load_json
+    from rlmedic.confine import Confinement
+
+    return load_json(Confinement.for_paths([path]).read_bytes(path, whole=True), str(path))
+
+
+def _check_directory(directory: Path) -> None:
+    """The index directory must be a directory, or creatable as one (``/dev/null/index`` and a file are neither)."""
+    path = directory.expanduser()
+    for candidate in (path, *path.parents):
+        try:
+            exists = candidate.exists()
+        except OSError as exc:
+            raise UserError(f"{directory}: cannot use as the index directory ({exc.strerror or exc})") from exc
+        if exists:
+            if not candidate.is_dir():
+                what = "is" if candidate == path else f"lies under {candidate}, which is"
+                raise UserError(f"{directory}: {what} not a directory; point --index-dir or RLMEDIC_HOME at a directory")
+            return

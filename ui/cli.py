@@ -54,14 +54,23 @@ def _root(
     """rlmedic: the troubleshooting agent for RL training of LLMs."""
 
 
-def run_tool(name: str, arguments: dict[str, Any], roots: list[Any], **context: Any) -> Any:
+def run_tool(name: str, arguments: dict[str, Any], roots: list[Any], *, ctx: Any = None, **context: Any) -> Any:
     """Run a registry tool for the CLI: the roots are the paths the user typed (plus
     ``RLMEDIC_ALLOWED_ROOTS``); a user error becomes one line and exit 2, a bug keeps its
-    traceback. Returns the tool's (redacted) result object."""
-    from rlmedic.registry import REGISTRY, ToolContext
+    traceback. Returns the tool's (redacted) result object. Pass ``ctx`` (from
+    :func:`tool_context`) to keep it: its confinement knows every file the tool read, which
+    an output (``-o``, ``--save``) must never replace."""
+    from rlmedic.registry import REGISTRY
 
-    ctx = ToolContext.for_roots([str(r) for r in roots if r is not None], **context)
+    ctx = ctx or tool_context(roots, **context)
     return REGISTRY.call(name, arguments, ctx, catch_bugs=False).unwrap()
+
+
+def tool_context(roots: list[Any], **context: Any) -> Any:
+    """The :class:`~rlmedic.registry.ToolContext` for the paths the user typed (``None`` entries left out)."""
+    from rlmedic.registry import ToolContext
+
+    return ToolContext.for_roots([str(r) for r in roots if r is not None], **context)
 
 
 def print_json(data: Any) -> None:
@@ -93,6 +102,12 @@ _register_all()
 
 
 def main() -> None:  # console-script entry point
+    # A file name that is not UTF-8 (a surrogate escape in Python) must not kill the output:
+    # it is written as a \udcXX escape, which is also a valid escape inside a JSON string.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     app()
 
 

@@ -8,17 +8,19 @@ from typing import Any, Optional
 
 import typer
 
+from rlmedic.ui.params import path as path_param
+
 
 def register(app: typer.Typer) -> None:
     app.command("checkpoints")(checkpoints)
 
 
 def checkpoints(
-    root: Path = typer.Argument(..., metavar="ROOT", help="A fileroot, its checkpoints/ dir (any level down to the trial), a slime --save dir, or HF save dirs."),
+    root: Path = typer.Argument(..., metavar="ROOT", parser=path_param, help="A fileroot, its checkpoints/ dir (any level down to the trial), a slime --save dir, or HF save dirs."),
     experiment_name: Optional[str] = typer.Option(None, "--experiment-name", help="Only this AReaL experiment."),
     trial_name: Optional[str] = typer.Option(None, "--trial-name", help="Only this AReaL trial."),
     before_step: Optional[int] = typer.Option(None, "--before-step", min=0, help="Only checkpoints before this global step (e.g. where rewards collapsed)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="The config you will resume with: the plan then lists what differs."),
+    config: Optional[Path] = typer.Option(None, "--config", parser=path_param, help="The config you will resume with: the plan then lists what differs."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """List checkpoints with steps, times and sizes; check integrity; print the exact resume command."""

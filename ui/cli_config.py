@@ -7,6 +7,8 @@ from typing import Any, Optional
 
 import typer
 
+from rlmedic.ui.params import path as path_param
+
 
 def register(app: typer.Typer) -> None:
     app.command("lint-config")(lint_config)
@@ -18,8 +20,8 @@ SPOT_HELP = "The run uses spot/preemptible machines: recovery settings become er
 
 
 def lint_config(
-    config: Path = typer.Argument(..., metavar="CONFIG", help="AReaL YAML config, or slime run script / argument file."),
-    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help=SNAPSHOT_HELP),
+    config: Path = typer.Argument(..., metavar="CONFIG", parser=path_param, help="AReaL YAML config, or slime run script / argument file."),
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", parser=path_param, help=SNAPSHOT_HELP),
     spot: bool = typer.Option(False, "--spot", help=SPOT_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
@@ -37,26 +39,25 @@ def lint_config(
 
 
 def fix_config(
-    config: Path = typer.Argument(..., metavar="CONFIG", help="AReaL YAML config, or slime run script / argument file (never modified)."),
-    log: Optional[list[Path]] = typer.Option(None, "--log", help="Training log(s): the failure phase picks the remedies."),
-    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help=SNAPSHOT_HELP),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the corrected config here (a new file). Default: print it."),
+    config: Path = typer.Argument(..., metavar="CONFIG", parser=path_param, help="AReaL YAML config, or slime run script / argument file (never modified)."),
+    log: Optional[list[Path]] = typer.Option(None, "--log", parser=path_param, help="Training log(s): the failure phase picks the remedies."),
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", parser=path_param, help=SNAPSHOT_HELP),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", parser=path_param, help="Write the corrected config here (a new file). Default: print it."),
     spot: bool = typer.Option(False, "--spot", help=SPOT_HELP),
     fileroot: str = typer.Option("", "--fileroot", help="Persistent path to move a relative or /tmp fileroot/--save to (default /workspace/outputs)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing -o file (never the input)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Produce the corrected config: each change with old and new value, reason and citation, plus a unified diff."""
-    from rlmedic.confine import Confinement
     from rlmedic.tools.config.fix import write_corrected
-    from rlmedic.ui.cli import print_json, run_tool
+    from rlmedic.ui.cli import print_json, run_tool, tool_context
 
     logs = [str(p) for p in log or []]
+    ctx = tool_context([config, snapshot, *logs])
     result = run_tool("fix_config", {"config": str(config), "logs": logs, "snapshot": str(snapshot) if snapshot else None,
-                                     "spot": spot, "fileroot": fileroot}, roots=[config, snapshot, *logs])
-    if output is not None:  # the front door writes; the file keeps the user's own values
-        result.output = str(write_corrected(config, output, result.changes, confinement=Confinement.for_paths([config]),
-                                            force=force))
+                                     "spot": spot, "fileroot": fileroot}, roots=[], ctx=ctx)
+    if output is not None:  # the front door writes; the file keeps the user's own values, never replaces an input
+        result.output = str(write_corrected(config, output, result.changes, confinement=ctx.confinement, force=force))
     if json_out:
         print_json(result.to_dict())
         return

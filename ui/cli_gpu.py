@@ -7,6 +7,8 @@ from typing import Any, Optional
 
 import typer
 
+from rlmedic.ui.params import path as path_param
+
 
 def register(app: typer.Typer) -> None:
     app.command("gpu")(gpu)
@@ -14,15 +16,16 @@ def register(app: typer.Typer) -> None:
 
 def gpu(
     json_out: bool = typer.Option(False, "--json", help="Print the snapshot and advice as JSON."),
-    snapshot: Optional[Path] = typer.Option(None, "--snapshot", help="Read a snapshot saved with --save instead of the live GPUs."),
-    save: Optional[Path] = typer.Option(None, "--save", help="Also write the snapshot as JSON to this new file (paste it from the cluster)."),
+    snapshot: Optional[Path] = typer.Option(None, "--snapshot", parser=path_param, help="Read a snapshot saved with --save instead of the live GPUs."),
+    save: Optional[Path] = typer.Option(None, "--save", parser=path_param, help="Also write the snapshot as JSON to this new file (paste it from the cluster)."),
 ) -> None:
     """GPU state: memory, utilisation, temperature, ECC, clocks, and the processes holding memory (leftovers flagged)."""
     from rlmedic.tools.gpu.snapshot import save_snapshot
-    from rlmedic.ui.cli import print_json, run_tool
+    from rlmedic.ui.cli import print_json, run_tool, tool_context
 
-    report = run_tool("gpu_status", {"snapshot": str(snapshot) if snapshot else None}, roots=[snapshot])
-    saved = save_snapshot(report.snapshot, save) if save else None
+    ctx = tool_context([snapshot])
+    report = run_tool("gpu_status", {"snapshot": str(snapshot) if snapshot else None}, roots=[], ctx=ctx)
+    saved = save_snapshot(report.snapshot, save, inputs=ctx.confinement) if save else None
     if json_out:
         data = report.to_dict()
         data["saved_to"] = str(saved) if saved else None

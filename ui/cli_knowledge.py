@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from rlmedic.ui.params import path as path_param
+
 INDEX_DIR_HELP = "Index directory (default: $RLMEDIC_HOME/index or the per-user data dir)."
 CHROMA_URL_HELP = "A Chroma server (`chroma run`) for the dense index instead of the embedded store (env RLMEDIC_CHROMA_URL)."
 
@@ -25,8 +27,8 @@ def register(app: typer.Typer) -> None:
 
 
 def index(
-    paths: list[Path] = typer.Argument(..., metavar="PATH", help="Files or folders of docs (Markdown, reStructuredText, text)."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
+    paths: list[Path] = typer.Argument(..., metavar="PATH", parser=path_param, help="Files or folders of docs (Markdown, reStructuredText, text)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", parser=path_param, help=INDEX_DIR_HELP),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -56,7 +58,7 @@ def index(
 def search(
     query: str = typer.Argument(..., metavar="QUERY", help="What to look for: words, a config key, an error string."),
     k: int = typer.Option(5, "-k", min=1, max=50, help="How many results."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", parser=path_param, help=INDEX_DIR_HELP),
     kind: Optional[str] = typer.Option(None, "--kind", help="Only 'doc' (indexed docs) or 'card' (playbook cards)."),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),

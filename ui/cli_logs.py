@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import click
 import typer
 
+from rlmedic.ui.params import path as path_param
+
 if TYPE_CHECKING:
     from rlmedic.tools.logs.diagnose import Diagnosis
     from rlmedic.tools.logs.scan import Source
@@ -169,7 +171,8 @@ def register(app: typer.Typer) -> None:
     @app.command("diagnose")
     def diagnose_cmd(
         paths: list[Path] = typer.Argument(
-            ..., metavar="PATH", help="Log files or directories of per-rank logs (gzip is fine); - reads stdin."
+            ..., metavar="PATH", parser=path_param,
+            help="Log files or directories of per-rank logs (gzip is fine); - reads stdin.",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
         fail_on: FailOn = typer.Option(None, "--fail-on", help="Exit 1 when a finding of this severity (or worse) exists (an empty log is a warning)."),
@@ -191,7 +194,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("excerpt")
     def excerpt_cmd(
-        paths: list[Path] = typer.Argument(..., metavar="PATH", help="Log files or directories; - reads stdin."),
+        paths: list[Path] = typer.Argument(..., metavar="PATH", parser=path_param, help="Log files or directories; - reads stdin."),
         max_lines: int = typer.Option(120, "--max-lines", min=10, help="Line budget of the excerpt."),
     ) -> None:
         """Print the most relevant lines of a log (around the root error, repeats collapsed), redacted."""

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from rlmedic.bounded import load_json
 from rlmedic.confine import Confinement, FileEntry, redact, redact_value
 from rlmedic.errors import UserError
 from rlmedic.tools.citations import card_citation, doc_citation
@@ -230,9 +231,11 @@ def _weights_issue(files: list[FileEntry], directory: Path, confinement: Confine
     index = directory / "model.safetensors.index.json"
     if any(f.path == index for f in files):
         try:
-            shards = set(json.loads(confinement.read_text(index)).get("weight_map", {}).values())
-        except (UserError, json.JSONDecodeError, AttributeError):
-            issues.append("model.safetensors.index.json does not parse")
+            shards = set(load_json(confinement.read_text(index, whole=True), index.name).get("weight_map", {}).values())
+        except UserError as exc:
+            issues.append(f"model.safetensors.index.json does not parse ({str(exc).removeprefix(index.name + ': ')})")
+        except (AttributeError, TypeError):  # not a mapping, unhashable shard names
+            issues.append("model.safetensors.index.json does not parse (no weight_map of shard names)")
         else:
             present = {f.path.name for f in files if f.path.parent == directory}
             missing = sorted(s for s in shards if s not in present)
@@ -250,11 +253,9 @@ def _dcp_ranks(files: list[FileEntry]) -> int | None:
 
 def _read_step_info(path: Path, confinement: Confinement) -> tuple[dict[str, Any] | None, str]:
     try:
-        data = json.loads(confinement.read_text(path, max_bytes=1024 * 1024))
+        data = load_json(confinement.read_text(path, max_bytes=1024 * 1024, whole=True), path.name)
     except UserError as exc:
         return None, str(exc)
-    except json.JSONDecodeError as exc:
-        return None, f"{path.name} does not parse ({exc.msg})"
     if not isinstance(data, dict) or not isinstance(data.get("global_step"), int) or data["global_step"] < 0:
         return None, f"{path.name} has no valid global_step"
     return data, ""

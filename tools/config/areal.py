@@ -43,6 +43,21 @@ class ConfigEditError(Exception):
     """A patch could not be applied as text (internal; callers see UserError)."""
 
 
+def _by_hand_on_lookup_error(method: Any) -> Any:
+    """An edit whose dotted key does not address one node (``"a.b": 1`` is one key with a dot in
+    its name, not ``a`` then ``b``) is a :class:`UserError` asking for a hand edit, not a KeyError."""
+
+    @functools.wraps(method)
+    def wrapper(self: ArealConfig, key: str, *args: Any) -> Any:
+        try:
+            return method(self, key, *args)
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:
+            raise UserError(f"{self.path}: cannot edit {key} as text (a key with a dot in its name, or not a mapping "
+                            f"on the way: {type(exc).__name__}); edit it by hand") from exc
+
+    return wrapper
+
+
 # --------------------------------------------------------------------------- YAML I/O
 
 
@@ -58,8 +73,12 @@ def _yaml() -> Any:
 
 
 def _parse(text: str, where: str) -> Any:
+    """The round-trip tree of ``text``, within :mod:`rlmedic.bounded`'s limits; bad YAML is a :class:`UserError`."""
     from ruamel.yaml.error import YAMLError
 
+    from rlmedic.bounded import check_yaml
+
+    check_yaml(text, where)
     try:
         data = _yaml().load(text)
     except YAMLError as exc:
@@ -67,6 +86,9 @@ def _parse(text: str, where: str) -> Any:
         at = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UserError(f"{where}: invalid YAML{at} ({problem})") from exc
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
+        # a tag whose value does not convert (`!!float x`, `!!bool maybe`, `!!timestamp 2020-99-99`)
+        raise UserError(f"{where}: invalid YAML (a value does not match its tag: {exc})") from exc
     if data is None:
         from ruamel.yaml.comments import CommentedMap
 
@@ -185,6 +207,7 @@ class ArealConfig(EditableText):
 
     # ---- editing (text patches, verified by re-parsing)
 
+    @_by_hand_on_lookup_error
     def set(self, key: str, value: Any) -> None:
         """Set a scalar at ``key``; missing parent mappings are created. ``dict`` values set each leaf."""
         if isinstance(value, dict):
@@ -199,6 +222,7 @@ class ArealConfig(EditableText):
             lines = self._insert_key(lines, parts, value)
         self._commit("".join(lines), key, value)
 
+    @_by_hand_on_lookup_error
     def delete(self, key: str) -> None:
         """Remove ``key`` and everything under it."""
         if not self.has(key):
@@ -219,6 +243,7 @@ class ArealConfig(EditableText):
         if self.has(key):
             raise UserError(f"{self.path}: could not delete {key}")
 
+    @_by_hand_on_lookup_error
     def rename(self, key: str, new_name: str) -> None:
         """Rename the last part of ``key`` in place, keeping its value, comments and position."""
         parts = _split(key)
@@ -329,8 +354,12 @@ def _local_keys(node: Any) -> list[Any]:
     return [k for k in node if k in where]
 
 
-def _plain(value: Any) -> Any:
-    """ruamel scalar subclasses -> plain Python values (for comparisons and JSON)."""
+def _plain(value: Any, memo: dict[int, Any] | None = None) -> Any:
+    """ruamel scalar subclasses -> plain Python values (for comparisons and JSON).
+
+    A node reached again through a YAML alias is converted once and shared (``memo``, by
+    node id), so an aliased subtree costs its size once, not once per alias.
+    """
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -339,10 +368,17 @@ def _plain(value: Any) -> Any:
         return float(value)
     if isinstance(value, str):
         return str(value)
-    if hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
+    if hasattr(value, "items") or isinstance(value, list):
+        memo = {} if memo is None else memo
+        if id(value) in memo:
+            return memo[id(value)]
+        if hasattr(value, "items"):
+            out: Any = memo.setdefault(id(value), {})
+            out.update((str(k), _plain(v, memo)) for k, v in value.items())
+        else:
+            out = memo.setdefault(id(value), [])
+            out.extend(_plain(v, memo) for v in value)
+        return out
     return value
 
 
@@ -358,15 +394,21 @@ def _split(key: str) -> list[str]:
     return [p for p in key.split(".") if p != ""] if key else []
 
 
-def _walk_keys(node: Any, prefix: str) -> Iterator[str]:
+def _walk_keys(node: Any, prefix: str, seen: set[int] | None = None) -> Iterator[str]:
+    """Dotted keys under ``node``; a mapping or list reached again through a YAML alias is not walked again."""
+    seen = set() if seen is None else seen
+    if hasattr(node, "items") or isinstance(node, list):
+        if id(node) in seen:
+            return
+        seen.add(id(node))
     if hasattr(node, "items"):
         for k, v in node.items():
             path = f"{prefix}.{k}" if prefix else str(k)
             yield path
-            yield from _walk_keys(v, path)
+            yield from _walk_keys(v, path, seen)
     elif isinstance(node, list):
         for i, v in enumerate(node):
-            yield from _walk_keys(v, f"{prefix}.{i}")
+            yield from _walk_keys(v, f"{prefix}.{i}", seen)
 
 
 def _indent(line: str) -> int:
@@ -473,7 +515,7 @@ def parse_areal_config(text: str, path: str = "<string>") -> ArealConfig:
 
 def load_areal_config(path: str | os.PathLike[str], *, confinement: Confinement) -> ArealConfig:
     """Read an AReaL YAML file through confinement (read-only)."""
-    return parse_areal_config(confinement.read_text(path), str(path))
+    return parse_areal_config(confinement.read_text(path, whole=True), str(path))
 
 
 def roundtrip_dump(config: ArealConfig) -> str:
@@ -562,7 +604,7 @@ def check_schema(config: ArealConfig, schema: dict[str, Any] | None = None) -> l
     schema = schema or load_schema()
     problems: list[Finding] = []
     root = _scope(schema, tuple(schema["root_sections"]))
-    _check_mapping(config, config.data, root, "", schema, problems)
+    _check_mapping(config, config.data, root, "", schema, problems, set())
     return problems
 
 
@@ -578,8 +620,13 @@ def _section_citation(schema: dict[str, Any], anchors: tuple[str, ...]) -> Any:
 
 
 def _check_mapping(
-    config: ArealConfig, node: Any, scope: Scope, prefix: str, schema: dict[str, Any], problems: list[Finding]
+    config: ArealConfig, node: Any, scope: Scope, prefix: str, schema: dict[str, Any], problems: list[Finding],
+    seen: set[int],
 ) -> None:
+    """Check one mapping against its scope; a mapping reached again through a YAML alias (``seen``) is checked once."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
     for raw_key, value in node.items():
         key = str(raw_key)
         path = f"{prefix}.{key}" if prefix else key
@@ -618,13 +665,13 @@ def _check_mapping(
             )
         nested = tuple(dict.fromkeys(s["section"] for s in specs if s.get("section")))
         if nested and hasattr(value, "items"):
-            _check_mapping(config, value, _scope(schema, nested), path, schema, problems)
+            _check_mapping(config, value, _scope(schema, nested), path, schema, problems, seen)
         items = tuple(dict.fromkeys(s["items_section"] for s in specs if s.get("items_section")))
         if items and isinstance(value, list):
             item_scope = _scope(schema, items)
             for i, item in enumerate(value):
                 if hasattr(item, "items"):
-                    _check_mapping(config, item, item_scope, f"{path}.{i}", schema, problems)
+                    _check_mapping(config, item, item_scope, f"{path}.{i}", schema, problems, seen)
 
 
 def _describe_type(spec: dict[str, Any]) -> str:

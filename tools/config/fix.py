@@ -107,7 +107,7 @@ def detect_framework(path: str, text: str) -> str:
 
 def load_config(path: str | os.PathLike[str], *, confinement: Confinement) -> tuple[str, Any]:
     """(framework, parsed config) for an AReaL YAML or a slime script / argument file."""
-    text = confinement.read_text(path)
+    text = confinement.read_text(path, whole=True)
     framework = detect_framework(str(path), text)
     if framework == "slime":
         from rlmedic.tools.config.slime import parse_slime_launch
@@ -583,12 +583,28 @@ def corrected_text(path: str | os.PathLike[str], changes: list[Fix], *, confinem
 
 def write_corrected(source: str | os.PathLike[str], output: str | os.PathLike[str], changes: list[Fix], *,
                     confinement: Confinement, force: bool = False) -> Path:
-    """Front-door action: write the corrected config to a new file (never the input, also through links)."""
-    return write_output(source, output, corrected_text(source, changes, confinement=confinement), force=force)
+    """Front-door action: write the corrected config to a new file.
+
+    Never the input, also through links, and never any other file read through
+    ``confinement`` (pass the one the tool ran in: its logs and snapshot count too).
+    """
+    text = corrected_text(source, changes, confinement=confinement)
+    return write_output(source, output, text, force=force, confinement=confinement)
 
 
-def write_output(source: str | os.PathLike[str], output: str | os.PathLike[str], text: str, *, force: bool = False) -> Path:
-    """Write the corrected config to a new file; refuse the input itself (also through links)."""
+def write_output(
+    source: str | os.PathLike[str],
+    output: str | os.PathLike[str],
+    text: str,
+    *,
+    force: bool = False,
+    confinement: Confinement | None = None,
+) -> Path:
+    """Write the corrected config to a new file.
+
+    Refused, ``force`` or not: the input config itself (by path, through links, by hard
+    link) and any other file the command read through ``confinement`` (a log, a snapshot).
+    """
     src = Path(source).expanduser().resolve()
     dst = Path(output).expanduser()
     try:
@@ -597,4 +613,4 @@ def write_output(source: str | os.PathLike[str], output: str | os.PathLike[str],
         raise UserError(f"{output}: cannot write ({exc.strerror or exc})") from exc
     if same:
         raise UserError(f"{output}: is the input file; rlmedic never overwrites your config, choose another -o path")
-    return write_new_text(dst, text, force=force, force_option="--force")
+    return write_new_text(dst, text, force=force, force_option="--force", inputs=confinement)

@@ -59,6 +59,8 @@ def expand_shell(value: str, env: dict[str, str]) -> str:
 
     A variable missing from ``env`` without a default, and every other form, stays as written.
     """
+    if "$" not in value:
+        return value
     out: list[str] = []
     i, n = 0, len(value)
     while i < n:
@@ -113,7 +115,13 @@ class Token:
     end_col: int
 
 
+_QUOTING = re.compile(r"['\"\\\\]")
+_PLAIN_RUN = re.compile(r"[^\\'\"$( \t\r\n;|&)#]+")  # characters a word can hold with no special meaning
+
+
 def _unquote(text: str) -> str:
+    if _QUOTING.search(text) is None:  # nothing to unquote: skip shlex (the cost of long scripts)
+        return text
     try:
         parts = shlex.split(text, comments=False, posix=True)
     except ValueError:
@@ -140,11 +148,15 @@ def tokenize(text: str) -> list[list[Token]]:
 
     while i < n:
         ch = text[i]
-        if ch == "\\" and i + 1 < n and text[i + 1] == "\n":
-            advance(2)
+        if ch == "\\" and i + 1 < n and text[i + 1] == "\n":  # a line continuation: the hot path of long scripts
+            i, line, col = i + 2, line + 1, 0
             continue
         if ch in " \t\r":
-            advance()
+            j = i + 1
+            while j < n and text[j] in " \t\r":
+                j += 1
+            col += j - i
+            i = j
             continue
         if ch == "#":
             while i < n and text[i] != "\n":
@@ -171,6 +183,11 @@ def tokenize(text: str) -> list[list[Token]]:
         start_i, start_line, start_col = i, line, col
         emitted = False
         while i < n:
+            run = _PLAIN_RUN.match(text, i)
+            if run:  # ordinary characters, no newline among them: skip them in one step
+                col += run.end() - i
+                i = run.end()
+                continue
             c = text[i]
             if c == "\\" and i + 1 < n:
                 if text[i + 1] == "\n":
@@ -572,7 +589,7 @@ def parse_slime_args(argv: list[str], path: str = "<args>") -> SlimeLaunch:
 
 
 def load_slime_launch(path: str | os.PathLike[str], *, confinement: Confinement) -> SlimeLaunch:
-    return parse_slime_launch(confinement.read_text(path), str(path))
+    return parse_slime_launch(confinement.read_text(path, whole=True), str(path))
 
 
 def looks_like_slime(text: str) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from rlmedic.bounded import load_json
 from rlmedic.confine import Confinement
 from rlmedic.errors import UserError
 from rlmedic.tools.citations import card_citation
@@ -88,8 +89,8 @@ def model_spec(path_or_name: str | None, *, confinement: Confinement | None = No
     local = Path(name).expanduser() / "config.json"
     if confinement is not None and confinement.allows(local):
         try:
-            spec = _from_hf_config(name, json.loads(confinement.read_text(local, max_bytes=1024 * 1024)))
-        except (UserError, json.JSONDecodeError):
+            spec = _from_hf_config(name, load_json(confinement.read_text(local, max_bytes=1024 * 1024, whole=True), str(local)))
+        except UserError:
             spec = None
         if spec:
             return spec

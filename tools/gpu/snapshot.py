@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from rlmedic.bounded import load_json
 from rlmedic.confine import Confinement, redact, write_new_text
 from rlmedic.errors import UserError
 
@@ -223,6 +224,14 @@ class GpuSnapshot:
         return snapshot
 
 
+#: Largest magnitude a snapshot number may have: above any byte count, clock or Unix time
+#: (2**63 bytes is 8 EiB), below what datetime and int conversions overflow on.
+MAX_MAGNITUDE = 2.0**63
+#: Unix-time fields, and the last second of year 9999 (what ``datetime`` can show).
+TIME_FIELDS = ("taken_at", "create_time")
+MAX_TIME = 253402300799.0
+
+
 def _convert(annotation: str, value: Any, where: str) -> Any:
     """``value`` as the dataclass field type ``annotation`` (int, float, str, bool, optionally ``| None``)."""
     if value is None:
@@ -237,12 +246,16 @@ def _convert(annotation: str, value: Any, where: str) -> Any:
     if base in ("int", "float"):
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValueError(f"{where}: {value!r} is not a number")
+        if isinstance(value, str) and len(value) > 100:
+            raise ValueError(f"{where}: {value[:20]!r}... is not a number")
         try:
             number = float(value)
-        except ValueError:
-            raise ValueError(f"{where}: {value!r} is not a number") from None
-        if not math.isfinite(number):
-            raise ValueError(f"{where}: {value!r} is not a finite number")
+        except (ValueError, OverflowError):  # OverflowError: an int too large for a float
+            raise ValueError(f"{where}: {str(value)[:40]!r} is not a number") from None
+        if where.rsplit(".", 1)[-1] in TIME_FIELDS and not 0 <= number <= MAX_TIME:
+            raise ValueError(f"{where}: {number!r} is not a Unix time between 1970 and 9999")
+        if not math.isfinite(number) or abs(number) > MAX_MAGNITUDE:
+            raise ValueError(f"{where}: {str(value)[:40]!r} is not a finite number below {MAX_MAGNITUDE:.0e}")
         return int(number) if base == "int" else number
     if base == "str":
         return str(value)
@@ -377,11 +390,7 @@ class FileProvider:
     confinement: Confinement  # the caller's roots: a tool never widens them
 
     def snapshot(self) -> GpuSnapshot:
-        text = self.confinement.read_text(self.path)
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{self.path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+        data = load_json(self.confinement.read_text(self.path, whole=True), str(self.path))
         snapshot = GpuSnapshot.from_dict(data, where=str(self.path))
         snapshot.source = f"file:{Path(self.path).name}"
         return snapshot
@@ -555,6 +564,6 @@ def load_snapshot(path: str | os.PathLike[str], *, confinement: Confinement) -> 
     return FileProvider(path, confinement).snapshot()
 
 
-def save_snapshot(snapshot: GpuSnapshot, path: str | os.PathLike[str]) -> Path:
-    """Write a snapshot as JSON. Refuses to overwrite an existing file."""
-    return write_new_text(path, json.dumps(snapshot.to_dict(), indent=2) + "\n")
+def save_snapshot(snapshot: GpuSnapshot, path: str | os.PathLike[str], *, inputs: Confinement | None = None) -> Path:
+    """Write a snapshot as JSON. Refuses to overwrite an existing file, or any file read through ``inputs``."""
+    return write_new_text(path, json.dumps(snapshot.to_dict(), indent=2) + "\n", inputs=inputs)

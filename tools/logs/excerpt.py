@@ -104,6 +104,8 @@ def excerpt_from_diagnosis(diagnosis: Diagnosis, *, max_lines: int = 120, max_ch
         out.append(f"# rlmedic: root cause {root.id} at {root.file}:{root.line}: {root.summary.split('. ')[0]}")
     else:
         out.append("# rlmedic: no error-level finding")
+    if diagnosis.stats.get("truncated"):
+        out.append("# rlmedic: the scan stopped at the byte cap (RLMEDIC_MAX_SCAN_BYTES); later lines were not read")
     for file in order:
         rows = per_file[file]
         if not rows:

@@ -223,15 +223,15 @@ class ScanResult:
 # ------------------------------------------------------------------ helpers -------
 
 
-def clean_line(raw: bytes | bytearray) -> str:
-    """Decode (invalid UTF-8 replaced), drop ANSI colours and carriage returns."""
-    text = raw.decode("utf-8", errors="replace")
+def clean_line(raw: bytes | bytearray, limit: int | None = MAX_LINE_CHARS) -> str:
+    """Decode (invalid UTF-8 replaced), drop ANSI colours and carriage returns; cut past ``limit`` characters."""
+    text = bytes(raw).decode("utf-8", errors="replace")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\r" in text:
         parts = [p for p in text.split("\r") if p.strip()]
         text = " ".join(parts[-3:]) if parts else ""
-    if len(text) > MAX_LINE_CHARS:
+    if limit is not None and len(text) > limit:
         text = cut_line(text)
     return text
 
@@ -255,6 +255,26 @@ def cut_line(text: str) -> str:
 #: the diagnosis puts the run's year there (from the other timestamps), so that a year-less line is
 #: not ordered after every dated one (the current year is later than a log from last year).
 NO_YEAR = 4  # a leap year, so that 29 February parses
+
+
+def shown_line(full: str, sig: Signature) -> str:
+    """The line as evidence: whole when short, else a window of :data:`MAX_LINE_CHARS` that holds the match.
+
+    Signatures are matched against the whole line (an OOM message after column 2000 is
+    still found); only what is shown is cut (redacted first, :func:`cut_line`), and the cut
+    is marked. A window that starts mid-line starts after a space, so it does not open
+    with the tail of a secret.
+    """
+    if len(full) <= MAX_LINE_CHARS:
+        return full
+    at = min((m.start() for p in sig.patterns if (m := p.search(full))), default=0)
+    if at < MAX_LINE_CHARS // 2:
+        return cut_line(full)
+    start = at - MAX_LINE_CHARS // 4
+    space = full.rfind(" ", max(0, start - 200), start)
+    start = space + 1 if space >= 0 else start
+    rest = full[start:]
+    return f"[line cut: {start} characters before] …" + (cut_line(rest) if len(rest) > MAX_LINE_CHARS else redact(rest))
 
 
 def parse_timestamp(line: str, year_hint: int | None = None) -> datetime | None:
@@ -437,7 +457,11 @@ def stream_source(given: str | os.PathLike[str]) -> Source | None:
         return None  # missing: the confinement layer says so in its own words
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
         try:
-            return Source(name=name, stream=open(name, "rb"))  # noqa: SIM115 - the scanner closes it
+            # opened without blocking: a named pipe nobody writes to would otherwise hang the open
+            # forever; with no writer the reads then end at once (an empty log), with one they block
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
+            os.set_blocking(fd, True)
+            return Source(name=name, stream=os.fdopen(fd, "rb"))  # the scanner closes it
         except OSError as exc:
             raise UserError(f"{name}: cannot read ({exc.strerror or exc})") from exc
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -524,7 +548,8 @@ def expand_paths(
                 except UserError as exc:  # a symlink loop...
                     skipped.append({"file": display, "reason": str(exc).removeprefix(f"{full}: ")})
                     continue
-                if not real.is_file():
+                if not real.is_file():  # a FIFO, socket or device with a log's name: never opened, but named
+                    skipped.append({"file": display, "reason": "not a regular file"})
                     continue
                 if real in seen:
                     continue
@@ -628,8 +653,7 @@ class Scanner:
         self.on_table = on_table  # whole stats tables (rows with "│"), when the collector takes them
         self.engine = make_engine(catalog.all_literals(), engine)
         self._owners: list[frozenset[str]] = self.engine.owners
-        env_cap = os.environ.get("RLMEDIC_MAX_SCAN_BYTES")
-        self.max_bytes = max_bytes or (int(env_cap) if env_cap else DEFAULT_MAX_SCAN_BYTES)
+        self.max_bytes = max_bytes if max_bytes is not None else max_scan_bytes()
         self.chunk = max(chunk, 2 * (KEEP_BEFORE + AFTER_RESERVE))
         self.groups: dict[tuple[str, int, str, str], HitGroup] = {}
         self._phased: dict[tuple[str, int], int] = {}
@@ -684,8 +708,8 @@ class Scanner:
                     n = _fill(stream, view, filled, want, info) if want and not info.partial else 0
                 if n == 0:
                     eof = True
-                    if want == 0 and filled - proc > 0:
-                        info.truncated = self.truncated = True
+                    if want == 0 and room > 0 and not info.partial and _has_more(stream):
+                        info.truncated = self.truncated = True  # the byte cap stopped the read, not the end of the file
                 elif n > 0:
                     filled += n
                     info.bytes_read += n
@@ -821,7 +845,8 @@ class Scanner:
     def _handle_line(
         self, buf: bytearray, ls: int, le: int, filled: int, line_no: int, ids: set[str], info: FileInfo
     ) -> None:
-        text = clean_line(buf[ls:le])
+        full = clean_line(buf[ls:le], limit=None)  # signatures see the whole line, however long
+        text = full if len(full) <= MAX_LINE_CHARS else clean_line(buf[ls:le])
         if "#metric" in ids and self.on_metric is not None:
             self.on_metric(info.index, line_no, text)
             ids.discard("#metric")
@@ -830,7 +855,7 @@ class Scanner:
         cands = sorted((self.catalog.by_id[s] for s in ids), key=lambda s: s.order)
         ctx: tuple[list[str], list[str]] | None = None
         for sig in cands:
-            if not sig.match(text):
+            if not sig.match(full):
                 continue
             if sig.context:
                 if ctx is None:
@@ -839,10 +864,10 @@ class Scanner:
                         [t for _n, t in _lines_after(buf, le, filled, MATCH_CONTEXT_AFTER, line_no)],
                     )
                 me = process_key(text)
-                window = [text] + [t for t in ctx[0] + ctx[1] if not me or process_key(t) in ("", me)]
+                window = [full] + [t for t in ctx[0] + ctx[1] if not me or process_key(t) in ("", me)]
                 if not any(rx.search(t) for rx in sig.context for t in window):
                     continue
-            self._record(sig, buf, ls, le, filled, line_no, text, info)
+            self._record(sig, buf, ls, le, filled, line_no, full, info)
             return
 
     def _record(
@@ -850,6 +875,7 @@ class Scanner:
     ) -> None:
         numbers = extract_numbers(text, self.catalog.common_extract)
         numbers.update(extract_numbers(text, sig.extract))
+        text = shown_line(text, sig)  # from here on, the evidence shown (a long line cut around its match)
         group = str(numbers.get(sig.group_by, "")) if sig.group_by else ""
         pkey = (sig.id, info.index)
         before: list[tuple[int, str]] | None = None
@@ -908,6 +934,35 @@ class Scanner:
     def _note_frameworks(self, info: FileInfo, lines: list[str]) -> None:
         for name, n in detect_frameworks(self.catalog, "\n".join(lines)).items():
             info.frameworks[name] = info.frameworks.get(name, 0) + n
+
+
+def _has_more(stream: BinaryIO) -> bool:
+    """Whether a stream has at least one more byte (read when the byte cap is reached, to say the scan was cut)."""
+    try:
+        return bool(stream.read(1))
+    except (OSError, EOFError, zlib.error):
+        return False
+
+
+_SIZE = re.compile(r"(\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+
+
+def max_scan_bytes() -> int:
+    """The byte cap of one scan: ``RLMEDIC_MAX_SCAN_BYTES`` (bytes, or with a K/M/G/T suffix), else 64 GiB.
+
+    Zero, a negative number or text is a :class:`UserError`: a cap of nothing would scan
+    nothing and report "No error found".
+    """
+    raw = os.environ.get("RLMEDIC_MAX_SCAN_BYTES", "").strip()
+    if not raw:
+        return DEFAULT_MAX_SCAN_BYTES
+    match = _SIZE.fullmatch(raw.replace("_", ""))
+    if not match or len(match.group(1)) > 18:
+        raise UserError(f"RLMEDIC_MAX_SCAN_BYTES={raw[:40]!r}: not a number of bytes (e.g. 1000000 or 500M); unset it for no cap")
+    value = int(match.group(1)) << (10 * " KMGT".index(match.group(2).upper() or " "))
+    if value <= 0:
+        raise UserError(f"RLMEDIC_MAX_SCAN_BYTES={raw}: must be more than 0 bytes (0 would scan nothing); unset it for no cap")
+    return value
 
 
 def _fill(stream: BinaryIO, view: memoryview, start: int, want: int, info: FileInfo) -> int:

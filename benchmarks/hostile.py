@@ -1,0 +1,64 @@
+"""Benchmark: peak RSS and time of ``rlmedic`` on each hostile input of issue 14.
+
+Run: ``python benchmarks/hostile.py [--dir /tmp] [--only NAME-PART] [--json]``
+
+The inputs and command lines are the cases of ``tests/hostile_cases.py`` (YAML bombs,
+FIFOs, deep nesting, huge numbers, odd names, outputs that are inputs, a slime script with
+a million line continuations...). Each runs alone, in its own process, one after another;
+the peak RSS is that process's own (``VmHWM`` read at exit: ``getrusage`` children
+maxrss would also count the parent's pages copied before ``exec``), the time is
+wall-clock from start to exit, CLI start-up included. Goal: every row under 200 MB and 5 s; the one command that
+loads the embedding model (``index`` of a folder with a real document) is shown against
+its own allowance. Exits 1 when a row misses its goal or behaves wrongly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from hostile_cases import MAX_SECONDS, build_cases, judge, run_case  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", default=None, help="where to build the inputs (default: a temporary directory)")
+    parser.add_argument("--only", default="", help="run only the cases whose name contains this")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        cases, before = build_cases(Path(tmp) / "inputs")
+        rows = []
+        for case in cases:
+            if args.only not in case.name:
+                continue
+            outcome = run_case(case, Path(tmp))
+            problems = judge(case, outcome, {p: d for p, d in before.items() if p in case.unchanged})
+            ok = not problems and outcome.seconds <= case.max_seconds and outcome.rss_mb <= case.max_rss_mb
+            rows.append({"case": case.name, "exit": outcome.rc, "seconds": round(outcome.seconds, 2),
+                         "peak_rss_mb": round(outcome.rss_mb, 1), "goal_rss_mb": case.max_rss_mb, "goal_seconds": case.max_seconds, "ok": ok,
+                         "problems": problems})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(f"{'case':<32} {'exit':>4} {'seconds':>8} {'peak MB':>8}  goal")
+        for r in rows:
+            goal = f"<{r['goal_seconds']:.0f} s, <{r['goal_rss_mb']:.0f} MB"
+            mark = "ok" if r["ok"] else "MISSED"
+            print(f"{r['case']:<32} {r['exit']!s:>4} {r['seconds']:>8.2f} {r['peak_rss_mb']:>8.1f}  {goal} {mark}")
+            for p in r["problems"]:
+                print(f"    {p}")
+        worst_t = max((r["seconds"] for r in rows if r["goal_seconds"] <= MAX_SECONDS), default=0)
+        worst_m = max((r["peak_rss_mb"] for r in rows if r["goal_rss_mb"] <= 200), default=0)
+        print(f"\n{len(rows)} inputs; among the rows with the 5 s / 200 MB goal: slowest {worst_t:.2f} s, "
+              f"largest peak RSS {worst_m:.1f} MB")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
