@@ -18,6 +18,10 @@ from rlmedic.knowledge.store import Store
 from rlmedic.settings import index_dir
 
 
+#: The issue threads' Chroma collection (apart from the docs' even on one shared server).
+ISSUES_COLLECTION = "rlmedic_issues"
+
+
 class KnowledgeBase:
     """The index at ``directory`` (default: the user's data dir), cards included."""
 

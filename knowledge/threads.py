@@ -39,7 +39,7 @@ ERROR_LINE_CHARS = 300
 MIN_MATCH_CHARS = 24
 
 _ERROR_HINT = re.compile(
-    r"\b[A-Z]\w*(?:Error|Exception)\b|\berror:|\bERROR\b|\bFAILED\b|\bFatal\b|CUDA error|NCCL (?:error|WARN)"
+    r"\b(?:[A-Z]\w*)?(?:Error|Exception)\b|\berror:|\bERROR\b|\bFAILED\b|\bFatal\b|CUDA error|NCCL (?:error|WARN)"
     r"|out of memory|\bKilled\b|Segmentation fault|core dumped|\bAssertionError\b|\bassert(?:ion)? failed|\bpanicked\b"
     r"|\bTimeout\b|timed out|No module named|cannot import name",
 )
@@ -111,7 +111,7 @@ def trim_post(body: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-# -- slimming GitHub's JSON (what the ETag cache keeps) -----------------------------------
+# -- slimming GitHub's JSON (what the ETag cache keeps: redacted, like everything on disk) ---
 def slim_issues(body: Any) -> list[dict[str, Any]]:
     out = []
     for item in body if isinstance(body, list) else []:
@@ -132,7 +132,7 @@ def slim_issues(body: Any) -> list[dict[str, Any]]:
                 "comments": item.get("comments", 0),
             }
         )
-    return out
+    return redact_value(out)
 
 
 def slim_timeline(body: Any) -> list[dict[str, Any]]:
@@ -165,7 +165,7 @@ def slim_timeline(body: Any) -> list[dict[str, Any]]:
                 )
         elif kind == "closed" and ev.get("commit_id"):
             out.append({"event": kind, "commit_id": ev["commit_id"], "created_at": ev.get("created_at") or ""})
-    return out
+    return redact_value(out)
 
 
 def slim_releases(body: Any) -> list[dict[str, Any]]:
