@@ -36,6 +36,8 @@ PUBLIC_API = "https://api.github.com"
 #: Longest wait for a rate-limit reset before giving up with a message (seconds).
 MAX_WAIT_S = 15 * 60
 RETRIES = 4
+#: Rate-limit waits for one request before giving up (a server that keeps answering 403).
+MAX_RATE_WAITS = 3
 BACKOFF_S = 1.0
 TIMEOUT_S = 30.0
 API_VERSION = "2022-11-28"
@@ -200,6 +202,7 @@ class GitHubClient:
         if cached and cached.etag:
             headers["If-None-Match"] = cached.etag
         attempt = 0
+        rate_waits = 0
         while True:
             self.stats.requests += 1
             if cached and cached.etag:
@@ -228,7 +231,10 @@ class GitHubClient:
                     self.cache.entries[url] = CachedResponse(etag=etag, next=nxt, body=body, stamp=stamp)
                 return body, nxt, False
             if status in (403, 429) and self._rate_limited(resp):
+                if rate_waits >= MAX_RATE_WAITS:
+                    raise UserError(f"GitHub still rate-limits after {rate_waits} waits; try again later")
                 self._wait_for_reset(resp)
+                rate_waits += 1
                 continue
             if status >= 500:
                 if attempt >= self.retries:

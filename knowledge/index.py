@@ -18,8 +18,24 @@ from rlmedic.knowledge.store import Store
 from rlmedic.settings import index_dir
 
 
+<<<<<<< HEAD
 #: The issue threads' Chroma collection (apart from the docs' even on one shared server).
 ISSUES_COLLECTION = "rlmedic_issues"
+=======
+class _LastQuery:
+    """Embeds a query once: ``ask`` searches cards, docs and threads with the same text."""
+
+    def __init__(self, embedder) -> None:
+        self.embedder = embedder
+        self._last: tuple[str, list[float]] | None = None
+
+    def embed_query(self, text: str) -> list[float]:
+        if self._last is None or self._last[0] != text:
+            from rlmedic.knowledge.embeddings import default_embedder
+
+            self._last = (text, (self.embedder or default_embedder()).embed_query(text))
+        return self._last[1]
+>>>>>>> d7fb4ae (issues: README section, benchmark, one query embedding per ask, bounded rate-limit waits)
 
 
 class KnowledgeBase:
@@ -30,6 +46,7 @@ class KnowledgeBase:
         self.issues = Store(self.store.directory / "issues", collection=ISSUES_COLLECTION)
         self.with_cards = with_cards
         self.embedder = embedder
+        self._queries = _LastQuery(embedder)
         self._cards_checked = False
 
     @property
@@ -58,11 +75,11 @@ class KnowledgeBase:
                 raise UserError(
                     f"no issue threads in {self.issues.directory} yet: fetch some with `rlmedic sync-issues`"
                 )
-            return search(self.issues, query, k, mode=mode or "hybrid", kind="issue", embedder=self.embedder)
+            return search(self.issues, query, k, mode=mode or "hybrid", kind="issue", embedder=self._queries)
         results = self._search_main(query, k, mode=mode, kind=kind)
         if kind is None and self.has_issues():
             # both stores score by the same reciprocal-rank formula, so scores compare
-            threads = search(self.issues, query, k, mode=mode or "hybrid", kind="issue", embedder=self.embedder)
+            threads = search(self.issues, query, k, mode=mode or "hybrid", kind="issue", embedder=self._queries)
             results = sorted(results + threads, key=lambda r: r.score, reverse=True)[:k]
         return results
 
@@ -73,4 +90,4 @@ class KnowledgeBase:
         if kind == "doc" and not self.has_documents():
             raise UserError(f"no documents indexed in {self.store.directory} yet: add some with `rlmedic index PATH`")
         mode = mode or ("guided" if self.with_cards else "hybrid")
-        return search(self.store, query, k, mode=mode, kind=kind, embedder=self.embedder)
+        return search(self.store, query, k, mode=mode, kind=kind, embedder=self._queries)
