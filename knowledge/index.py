@@ -18,10 +18,10 @@ from rlmedic.knowledge.store import Store
 from rlmedic.settings import index_dir
 
 
-<<<<<<< HEAD
 #: The issue threads' Chroma collection (apart from the docs' even on one shared server).
 ISSUES_COLLECTION = "rlmedic_issues"
-=======
+
+
 class _LastQuery:
     """Embeds a query once: ``ask`` searches cards, docs and threads with the same text."""
 
@@ -35,7 +35,6 @@ class _LastQuery:
 
             self._last = (text, (self.embedder or default_embedder()).embed_query(text))
         return self._last[1]
->>>>>>> d7fb4ae (issues: README section, benchmark, one query embedding per ask, bounded rate-limit waits)
 
 
 class KnowledgeBase:
