@@ -21,6 +21,8 @@ from rlmedic.types import Citation
 
 #: A second card is mentioned when its score is at least this share of the best one.
 RELATED_SHARE = 0.8
+#: An issue thread closed longer ago than this is flagged as old.
+OLD_THREAD_DAYS = 365
 CONFIG_SUFFIXES = (".yaml", ".yml", ".sh", ".bash")
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".jsonl")
 #: Names that say a folder holds checkpoints (AReaL, slime/Megatron, Hugging Face trainers).
@@ -161,6 +163,51 @@ def _cards(question: str, answer: Answer, kb: Any, k: int = 3) -> list[tuple[Any
     return cards
 
 
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", re.split(r"(?:\.?post|rc|\.dev|[+-])", text.lstrip("vV"))[0]))
+
+
+def user_version(text: str, repo: str) -> str:
+    """The version of ``repo``'s project named in ``text`` (``sglang==0.4.6``, ``AReaL v0.3.0``), or ""."""
+    name = re.escape(repo.split("/")[-1])
+    m = re.search(
+        rf"(?i)\b{name}\b\s*(?:==|=|:|@|\s)\s*(?:version\s*:?\s*)?v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)\b", text
+    )
+    return m.group(1) if m else ""
+
+
+def issue_sentences(question: str, hit: Any, ref: int) -> list[str]:
+    """What a known upstream thread tells the user: the match, the fix, whether it applies."""
+    info = hit.info
+    head = f"Known upstream issue: {hit.source} \"{hit.section}\" [{ref}]"
+    if hit.matched_error:
+        head += " reports the same error line"
+    out = [head + "."]
+    fix = info.get("fix", "")
+    if fix:
+        out.append(f"  It was {fix}.")
+    if info.get("resolution"):
+        out.append(f"  Resolution in the thread: {info['resolution']}")
+    mine = user_version(question, hit.source.split("#")[0])
+    fixed_in = str(info.get("fixed_in", ""))
+    if mine and fixed_in:
+        name = hit.source.split("#")[0].split("/")[-1]
+        if _version_tuple(mine) >= _version_tuple(fixed_in):
+            out.append(f"  Your log shows {name} {mine}, which already has that fix: look for another cause, or a regression.")
+        else:
+            out.append(f"  Your log shows {name} {mine}: upgrade to {fixed_in} or later.")
+    elif fixed_in:
+        out.append(f"  Upgrade to {fixed_in} or later if your version is older.")
+    closed = str(info.get("closed_at", ""))
+    if closed:
+        from rlmedic.knowledge.threads import age_days
+
+        days = age_days({"closed_at": closed})
+        if days is not None and days > OLD_THREAD_DAYS:
+            out.append(f"  The thread was closed in {closed[:7]}, over a year ago: the code may have changed since.")
+    return out
+
+
 def compose(question: str, results: list[Any], kb: Any) -> Answer:
     """Ground an answer in ``results`` and the knowledge base; write its text."""
     answer = ground(Answer(answer="", engine="offline"), results)
@@ -171,6 +218,10 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
     if answer.root_cause:
         where = f" [{answer.cite(_log_citation(answer.evidence[0]))}]" if answer.evidence else ""
         lines.append(f"From the log: {answer.root_cause}{where}.")
+    # synced upstream threads: one whose error line is in the question is evidence of a known problem
+    issues = kb.search(question, 2, kind="issue") if kb is not None and kb.has_issues() else []
+    for hit in (h for h in issues if h.matched_error):
+        lines += issue_sentences(question, hit, answer.cite(hit.citation))
     if cards:
         best, best_score = cards[0]
         answer.category = answer.category or best.category
@@ -201,8 +252,11 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
     docs = kb.search(question, 3, kind="doc") if retrieve else []
     if docs:
         lines.append("Documentation: " + ", ".join(f"[{answer.cite(d.citation)}]" for d in docs) + ".")
+    related = [h for h in issues if not h.matched_error]
+    if related:
+        lines.append("Related upstream threads: " + ", ".join(f"[{answer.cite(h.citation)}]" for h in related) + ".")
     if answer.citations:
-        lines += ["", "Sources:"] + [f"  [{i}] {c}" for i, c in enumerate(answer.citations, 1)]
+        lines += ["", "Sources:"] + [f"  [{i}] {c}" + (f" <{c.url}>" if c.url else "") for i, c in enumerate(answer.citations, 1)]
     answer.summary = answer.root_cause or (cards[0][0].title if cards else "")
     answer.answer = "\n".join(lines)
     return answer

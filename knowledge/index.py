@@ -1,4 +1,9 @@
-"""One entry point to the knowledge base for tools, the agent and the front doors."""
+"""One entry point to the knowledge base for tools, the agent and the front doors.
+
+Upstream issue threads live in a store of their own (``<index>/issues/``): thousands of
+threads must not change how documents and cards rank (BM25 statistics, dense
+candidates) nor how fast they are found. A search over every kind merges both stores.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,29 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlmedic.errors import UserError
-from rlmedic.knowledge.ingest import CARDS_KEY, IndexReport, Progress, ensure_cards, index_paths
+from rlmedic.knowledge.ingest import CARDS_KEY, IndexReport, Progress, ensure_cards, index_paths, index_threads
 from rlmedic.knowledge.retrieve import Mode, SearchResult, search
 from rlmedic.knowledge.store import Store
 from rlmedic.settings import index_dir
+
+
+#: The issue threads' Chroma collection (apart from the docs' even on one shared server).
+ISSUES_COLLECTION = "rlmedic_issues"
+
+
+class _LastQuery:
+    """Embeds a query once: ``ask`` searches cards, docs and threads with the same text."""
+
+    def __init__(self, embedder) -> None:
+        self.embedder = embedder
+        self._last: tuple[str, list[float]] | None = None
+
+    def embed_query(self, text: str) -> list[float]:
+        if self._last is None or self._last[0] != text:
+            from rlmedic.knowledge.embeddings import default_embedder
+
+            self._last = (text, (self.embedder or default_embedder()).embed_query(text))
+        return self._last[1]
 
 
 class KnowledgeBase:
@@ -18,9 +42,23 @@ class KnowledgeBase:
 
     def __init__(self, directory: str | os.PathLike[str] | None = None, *, with_cards: bool = True, embedder=None) -> None:
         self.store = Store(index_dir(directory))
+        self.issues = Store(self.store.directory / "issues", collection=ISSUES_COLLECTION)
         self.with_cards = with_cards
         self.embedder = embedder
+        self._queries = _LastQuery(embedder)
         self._cards_checked = False
+
+    @property
+    def github_cache_path(self) -> Path:
+        """ETags and slimmed answers of the GitHub API, so a re-sync costs 304s."""
+        return self.issues.directory / "github-cache.json"
+
+    def index_threads(self, records: Sequence[dict], progress: Progress | None = None) -> IndexReport:
+        """Index upstream issue-thread records (see :mod:`rlmedic.knowledge.threads`)."""
+        return index_threads(records, self.issues, embedder=self.embedder, progress=progress)
+
+    def has_issues(self) -> bool:
+        return bool(self.issues.manifest.files)
 
     def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport:
         return index_paths(paths, self.store, embedder=self.embedder, progress=progress)
@@ -31,10 +69,24 @@ class KnowledgeBase:
 
     def search(self, query: str, k: int = 5, *, mode: Mode | None = None, kind: str | None = None) -> list[SearchResult]:
         """Default mode: card-guided hybrid when cards are indexed, plain hybrid otherwise."""
+        if kind == "issue":
+            if not self.has_issues():
+                raise UserError(
+                    f"no issue threads in {self.issues.directory} yet: fetch some with `rlmedic sync-issues`"
+                )
+            return search(self.issues, query, k, mode=mode or "hybrid", kind="issue", embedder=self._queries)
+        results = self._search_main(query, k, mode=mode, kind=kind)
+        if kind is None and self.has_issues():
+            # both stores score by the same reciprocal-rank formula, so scores compare
+            threads = search(self.issues, query, k, mode=mode or "hybrid", kind="issue", embedder=self._queries)
+            results = sorted(results + threads, key=lambda r: r.score, reverse=True)[:k]
+        return results
+
+    def _search_main(self, query: str, k: int, *, mode: Mode | None, kind: str | None) -> list[SearchResult]:
         if self.with_cards and not self._cards_checked:
             ensure_cards(self.store, embedder=self.embedder)
             self._cards_checked = True
         if kind == "doc" and not self.has_documents():
             raise UserError(f"no documents indexed in {self.store.directory} yet: add some with `rlmedic index PATH`")
         mode = mode or ("guided" if self.with_cards else "hybrid")
-        return search(self.store, query, k, mode=mode, kind=kind, embedder=self.embedder)
+        return search(self.store, query, k, mode=mode, kind=kind, embedder=self._queries)

@@ -21,6 +21,10 @@ from rlmedic.knowledge.store import FileEntry, Store
 CARDS_KEY = "<builtin-cards>"
 #: Bump when chunking or embedding changes so old indexes are rebuilt, not mixed.
 PIPELINE = f"chunks-v2/{Embedder.name}@{MAX_SEQ_LENGTH}"
+#: The same for issue threads (their own store: see :class:`rlmedic.knowledge.index.KnowledgeBase`).
+THREADS_PIPELINE = f"threads-v1/{Embedder.name}@{MAX_SEQ_LENGTH}"
+#: Threads embedded (and the manifest saved) per batch.
+THREAD_BATCH = 256
 
 #: progress(done_files, total_files, current_name)
 Progress = Callable[[int, int, str], None]
@@ -173,6 +177,75 @@ def index_paths(
     if progress and changed:
         progress(len(changed), len(changed), "")
     if changed or report.removed:
+        store.rebuild_bm25()
+    store.save_manifest()
+    report.total_chunks = store.count()
+    return report
+
+
+def _thread_chunk(record: dict) -> tuple[Chunk, dict]:
+    from rlmedic.knowledge import threads
+
+    chunk = Chunk(threads.chunk_id(record), threads.to_text(record), threads.source(record), "", record["title"], 0, 0, kind="issue")
+    meta = chunk.metadata() | {
+        "url": record["url"],
+        "closed_at": record.get("closed_at", ""),
+        "state_reason": record.get("state_reason", ""),
+        "fix": threads.fix_summary(record),
+        "fixed_in": record.get("fixed_in", ""),
+        "fixed_in_basis": record.get("fixed_in_basis", ""),
+        "resolution": threads.resolution_summary(record),
+    }
+    return chunk, meta
+
+
+def index_threads(
+    records: Sequence[dict], store: Store, *, embedder=None, progress: Progress | None = None
+) -> IndexReport:
+    """Index issue-thread records (:mod:`rlmedic.knowledge.threads`) as one chunk each.
+
+    A thread is re-embedded only when its record changed (content hash in the manifest);
+    the manifest is saved after each batch, so an interrupted sync keeps what it did.
+    """
+    from rlmedic.knowledge import threads
+
+    report = IndexReport()
+    if store.manifest.embedder != THREADS_PIPELINE and store.manifest.files:
+        for entry in store.manifest.files.values():
+            entry.hash = ""
+        report.warnings.append("the threads were indexed with other embedding settings: re-embedding them")
+    store.manifest.embedder = THREADS_PIPELINE
+    latest = {threads.key(r): r for r in records}  # an export may repeat a thread: the last one wins
+    changed: list[tuple[str, str, dict]] = []
+    for key, record in latest.items():
+        digest = threads.record_hash(record)
+        entry = store.manifest.files.get(key)
+        if entry and entry.hash == digest:
+            report.unchanged.append(key)
+        else:
+            changed.append((key, digest, record))
+    if changed:
+        from rlmedic.knowledge.embeddings import default_embedder
+
+        embedder = embedder or default_embedder()
+    for start in range(0, len(changed), THREAD_BATCH):
+        part = changed[start : start + THREAD_BATCH]
+        if progress:
+            progress(start, len(changed), part[0][0])
+        pairs = [_thread_chunk(record) for _key, _digest, record in part]
+        vectors = embedder.embed([threads.embed_text(record) for _key, _digest, record in part])
+        # a thread's chunk id is derived from owner/repo#N, so the upsert replaces the old one
+        store.add([c.id for c, _ in pairs], [c.text for c, _ in pairs], [m for _, m in pairs], vectors)
+        for (key, digest, record), (chunk, _meta) in zip(part, pairs):
+            (report.updated if key in store.manifest.files else report.added).append(key)
+            store.manifest.files[key] = FileEntry(
+                hash=digest, source=chunk.source, root="", chunks=[chunk.id], errors=threads.error_keys(record["error_lines"])
+            )
+        report.chunks_embedded += len(part)
+        store.save_manifest()
+    if progress and changed:
+        progress(len(changed), len(changed), "")
+    if changed:
         store.rebuild_bm25()
     store.save_manifest()
     report.total_chunks = store.count()

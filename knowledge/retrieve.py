@@ -10,8 +10,8 @@ that names it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from rlmedic.errors import UserError
 from rlmedic.knowledge.store import Store
@@ -26,6 +26,11 @@ GUIDE_CARDS = 1
 GUIDE_WEIGHTS = (1.0,)
 #: A section the guiding card cites counts as this many first places.
 CITED_BOOST = 1.0
+#: An issue thread whose error line matches an error line of the query counts as this
+#: many first places: the same error string is the strongest evidence of a known problem.
+ERROR_MATCH_BOOST = 3.0
+#: Metadata of an issue thread carried into its search result.
+ISSUE_FIELDS = ("closed_at", "state_reason", "fix", "fixed_in", "fixed_in_basis", "resolution")
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,11 @@ class SearchResult:
     path: str
     line_start: int
     line_end: int
+    url: str = ""
+    #: for an issue thread: its stored error line that the query's error line matched
+    matched_error: str = ""
+    #: for an issue thread: closed_at, state_reason, fix, fixed_in, fixed_in_basis, resolution
+    info: dict[str, Any] = field(default_factory=dict)
 
     @property
     def card_id(self) -> str:
@@ -48,10 +58,19 @@ class SearchResult:
     def citation(self) -> Citation:
         if self.kind == "card":
             return Citation.card(self.card_id, self.section)
+        if self.kind == "issue":
+            return Citation(kind="issue", ref=self.source, section=self.section, url=self.url)
         return Citation.doc(self.source, self.section, (self.line_start, self.line_end))
 
+    @property
+    def citation_text(self) -> str:
+        """The citation as shown to people: an issue thread carries its URL."""
+        if self.kind == "issue":
+            return f"{self.source}: {self.section} <{self.url}>"
+        return str(self.citation)
+
     def to_dict(self) -> dict:
-        return {
+        data = {
             "source": self.source,
             "section": self.section,
             "score": round(self.score, 5),
@@ -60,6 +79,9 @@ class SearchResult:
             "kind": self.kind,
             "lines": [self.line_start, self.line_end],
         }
+        if self.kind == "issue":
+            data |= {"url": self.url, "matched_error": self.matched_error, **self.info}
+        return data
 
 
 def _normalized_text(text: str) -> str:
@@ -120,7 +142,7 @@ def search(
     kind: str | None = None,
     embedder=None,
 ) -> list[SearchResult]:
-    """Top ``k`` chunks for ``query``. ``kind`` restricts to ``doc`` or ``card``.
+    """Top ``k`` chunks for ``query``. ``kind`` restricts to ``doc``, ``card`` or ``issue``.
 
     ``mode`` ``guided`` is ``hybrid`` plus card-guided expansion for document results
     (see :func:`_guide_by_cards`); it needs the built-in cards in the index.
@@ -145,6 +167,13 @@ def search(
             fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
     if mode == "guided" and kind == "doc":
         _guide_by_cards(store, query, vector, fused, n)
+    matched: dict[str, str] = {}
+    if mode != "dense" and kind in (None, "issue"):
+        from rlmedic.knowledge.threads import error_keys
+
+        matched = store.error_matches(error_keys(query))
+        for cid in matched:
+            fused[cid] = fused.get(cid, 0.0) + ERROR_MATCH_BOOST / (RRF_K + 1)
     if not fused:
         return []
     records = store.get(list(fused))
@@ -172,6 +201,9 @@ def search(
                 path=str(meta.get("path", "")),
                 line_start=int(meta.get("line_start", 0)),
                 line_end=int(meta.get("line_end", 0)),
+                url=str(meta.get("url", "")),
+                matched_error=matched.get(cid, ""),
+                info={f: meta[f] for f in ISSUE_FIELDS if f in meta},
             )
         )
     return results

@@ -30,6 +30,11 @@ class FileEntry:
     source: str
     root: str
     chunks: list[str] = field(default_factory=list)
+    #: normalised error lines of an issue thread (matched against pasted logs)
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if v or k != "errors"}
 
 
 @dataclass
@@ -61,7 +66,7 @@ class Manifest:
             "version": MANIFEST_VERSION,
             "embedder": self.embedder,
             "cards_hash": self.cards_hash,
-            "files": {k: vars(v) for k, v in sorted(self.files.items())},
+            "files": {k: v.to_dict() for k, v in sorted(self.files.items())},
         }
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
@@ -71,14 +76,19 @@ class Manifest:
 class Store:
     """Opens lazily: Chroma and bm25s are imported on first use."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, collection: str = COLLECTION) -> None:
         self.directory = Path(directory)
         _check_directory(self.directory)
+        #: on a shared Chroma server the collection name is what keeps two stores apart
+        self.collection_name = collection
         self.manifest_path = self.directory / "manifest.json"
         self.manifest = Manifest.load(self.manifest_path)
         self._collection = None
         self._bm25 = None
         self._bm25_ids: list[str] | None = None
+        self._error_keys: list[tuple[str, str]] | None = None
+        self._error_blob = ""
+        self._error_starts: list[int] = []
 
     # -- dense side -------------------------------------------------------------------
     @property
@@ -110,7 +120,7 @@ class Store:
                     path=str(self.directory / "chroma"), settings=Settings(anonymized_telemetry=False)
                 )
             self._collection = client.get_or_create_collection(
-                COLLECTION, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+                self.collection_name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
             )
         return self._collection
 
@@ -204,8 +214,51 @@ class Store:
         docs, scores = self._bm25.retrieve([known], k=min(n, len(self._bm25_ids)), show_progress=False, n_threads=1)
         return [(self._bm25_ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
 
+    # -- error lines (issue threads) ---------------------------------------------------
+    def error_matches(self, query_keys: list[str]) -> dict[str, str]:
+        """Chunk id -> the stored error line that one of ``query_keys`` matches.
+
+        Keys are normalised error lines (:func:`rlmedic.knowledge.threads.normalize_error`)
+        and match as :func:`rlmedic.knowledge.threads.keys_match` says; they live in the
+        manifest, so this needs neither Chroma nor BM25. Written with C-level string
+        searches: tens of thousands of stored lines cost a few milliseconds.
+        """
+        import bisect
+
+        from rlmedic.knowledge.threads import MIN_MATCH_CHARS
+
+        if not query_keys:
+            return {}
+        if self._error_keys is None:
+            self._error_keys = [(k, e.chunks[0]) for e in self.manifest.files.values() if e.chunks for k in e.errors]
+            self._error_blob = "\n".join(k for k, _ in self._error_keys)
+            self._error_starts = []
+            pos = 0
+            for k, _ in self._error_keys:
+                self._error_starts.append(pos)
+                pos += len(k) + 1
+        keys, blob, starts = self._error_keys, self._error_blob, self._error_starts
+        found: dict[str, str] = {}
+        for q in query_keys:
+            # a stored line inside the query line (the query has more prefix or context)
+            for key, chunk in keys:
+                if chunk not in found and key in q and (key == q or len(key) >= MIN_MATCH_CHARS):
+                    found[chunk] = key
+            if len(q) < MIN_MATCH_CHARS:
+                continue
+            # the query line inside a stored line
+            at = blob.find(q)
+            while at >= 0:
+                i = bisect.bisect_right(starts, at) - 1
+                key, chunk = keys[i]
+                if at + len(q) <= starts[i] + len(key):
+                    found.setdefault(chunk, key)
+                at = blob.find(q, at + 1)
+        return found
+
     def save_manifest(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._error_keys = None
         self.manifest.save(self.manifest_path)
 
 

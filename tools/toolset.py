@@ -268,7 +268,7 @@ def fix_config(
 def _render_search(results: list[Any]) -> str:
     if not results:
         return "no results"
-    return "\n\n".join(f"[{i}] {r.citation}\n{' '.join(r.text.split())[:600]}" for i, r in enumerate(results, 1))
+    return "\n\n".join(f"[{i}] {r.citation_text}\n{' '.join(r.text.split())[:600]}" for i, r in enumerate(results, 1))
 
 
 @tool(render=_render_search)
@@ -279,8 +279,9 @@ def search_docs(
     kind: Annotated[Literal["doc", "card", "issue"] | None,
                     Field(description="Only indexed docs, playbook cards, or upstream issue threads.")] = None,
 ) -> list[Any]:
-    """Search the troubleshooting knowledge: indexed AReaL/slime docs and playbook cards (hybrid dense + BM25).
+    """Search the troubleshooting knowledge: indexed AReaL/slime docs, playbook cards and synced upstream
+    issue threads (hybrid dense + BM25).
 
-    Each result carries its citation (a doc section with line range, or a card id).
+    Each result carries its citation (a doc section with line range, a card id, or owner/repo#N with its URL).
     """
     return ctx.knowledge().search(query, k, kind=kind)

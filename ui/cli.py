@@ -82,6 +82,7 @@ def print_json(data: Any) -> None:
 COMMAND_MODULES = (
     "rlmedic.ui.cli_logs",
     "rlmedic.ui.cli_knowledge",
+    "rlmedic.ui.cli_issues",
     "rlmedic.ui.cli_gpu",
     "rlmedic.ui.cli_checkpoints",
     "rlmedic.ui.cli_config",

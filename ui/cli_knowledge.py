@@ -59,17 +59,17 @@ def search(
     query: str = typer.Argument(..., metavar="QUERY", help="What to look for: words, a config key, an error string."),
     k: int = typer.Option(5, "-k", min=1, max=50, help="How many results."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", parser=path_param, help=INDEX_DIR_HELP),
-    kind: Optional[str] = typer.Option(None, "--kind", help="Only 'doc' (indexed docs) or 'card' (playbook cards)."),
+    kind: Optional[str] = typer.Option(None, "--kind", help="Only 'doc' (indexed docs), 'card' (playbook cards) or 'issue' (synced upstream threads)."),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
 ) -> None:
-    """Hybrid search (dense + BM25) over the indexed docs and the playbook cards."""
+    """Hybrid search (dense + BM25) over the indexed docs, the playbook cards and synced issue threads."""
     use_chroma_url(chroma_url)
     from rlmedic.errors import UserError
     from rlmedic.ui.cli import print_json, run_tool
 
-    if kind not in (None, "doc", "card"):
-        raise UserError(f"--kind must be 'doc' or 'card', not {kind!r}")
+    if kind not in (None, "doc", "card", "issue"):
+        raise UserError(f"--kind must be 'doc', 'card' or 'issue', not {kind!r}")
     results = run_tool("search_docs", {"query": query, "k": k, "kind": kind}, roots=[], index_dir=index_dir)
     if json_out:
         print_json({"results": [r.to_dict() for r in results]})
@@ -77,6 +77,8 @@ def search(
     if not results:
         typer.echo("no results")
     for i, r in enumerate(results, 1):
-        typer.secho(f"[{i}] {r.citation}  (score {r.score:.4f})", bold=True)
+        typer.secho(f"[{i}] {r.citation_text}  (score {r.score:.4f})", bold=True)
+        if r.kind == "issue" and r.info.get("fix"):
+            typer.echo(f"    {r.info['fix']}")
         snippet = " ".join(r.text.split())[:300]
         typer.echo(f"    {snippet}\n")

@@ -1,0 +1,307 @@
+"""A small GitHub REST client for reading issue trackers, polite by construction.
+
+Why not a general SDK: syncing a tracker needs exactly four behaviours and each one is
+easy to get subtly wrong, so they live here, tested against a fake API on loopback:
+
+- pagination through ``Link: <...>; rel="next"`` headers (never by guessing page numbers);
+- conditional requests: every response's ``ETag`` is stored per URL with a slimmed copy
+  of its body, and the next request sends ``If-None-Match``; a ``304`` answers from the
+  cache and, for authenticated requests, costs nothing against the rate limit;
+- rate limits: a ``403``/``429`` with ``x-ratelimit-remaining: 0`` (or ``retry-after``)
+  prints one clear line saying how long we wait and why, waits at most ``max_wait``
+  seconds, and otherwise stops with a :class:`UserError` naming the reset time;
+- ``5xx`` and connection errors are retried with exponential backoff.
+
+The token is read from an environment variable the user names; it is sent only in the
+``Authorization`` header and never printed. Under pytest only loopback URLs are allowed,
+so no test can reach the internet by mistake.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from rlmedic.errors import UserError
+
+PUBLIC_API = "https://api.github.com"
+#: Longest wait for a rate-limit reset before giving up with a message (seconds).
+MAX_WAIT_S = 15 * 60
+RETRIES = 4
+#: Rate-limit waits for one request before giving up (a server that keeps answering 403).
+MAX_RATE_WAITS = 3
+BACKOFF_S = 1.0
+TIMEOUT_S = 30.0
+API_VERSION = "2022-11-28"
+
+#: on_wait(message) is called with one human line before each wait.
+WaitNotice = Callable[[str], None]
+
+
+@dataclass
+class CachedResponse:
+    etag: str
+    next: str | None
+    body: Any
+    stamp: str = ""  # what the caller knew was current when it read this (an issue's updated_at)
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    not_modified: int = 0
+    conditional: int = 0
+    retries: int = 0
+    waited_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: round(v, 1) if isinstance(v, float) else v for k, v in vars(self).items()}
+
+
+@dataclass
+class EtagCache:
+    """URL -> (ETag, next-page URL, slimmed body), kept in one JSON file beside the index."""
+
+    path: Path | None = None
+    entries: dict[str, CachedResponse] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> EtagCache:
+        if not path.exists():
+            return cls(path=path)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            # a damaged cache only costs full requests, never wrong data
+            return cls(path=path)
+        return cls(path=path, entries={url: CachedResponse(**e) for url, e in raw.get("entries", {}).items()})
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        data = {"version": 1, "entries": {u: vars(e) for u, e in self.entries.items()}}
+        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+def parse_link_next(header: str | None) -> str | None:
+    """The ``rel="next"`` URL of an RFC 8288 ``Link`` header, or None."""
+    if not header:
+        return None
+    for part in header.split(","):
+        section = part.split(";")
+        if len(section) < 2:
+            continue
+        url = section[0].strip()
+        if not (url.startswith("<") and url.endswith(">")):
+            continue
+        for param in section[1:]:
+            name, _, value = param.strip().partition("=")
+            if name.strip() == "rel" and "next" in value.strip().strip('"').split():
+                return url[1:-1]
+    return None
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def token_from_env(name: str | None) -> str | None:
+    """The token in environment variable ``name`` (None when unset or empty)."""
+    if not name:
+        return None
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def _reset_clock(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S UTC")
+
+
+class GitHubClient:
+    """GET-only client with ETag caching, Link pagination, rate-limit waits and retries."""
+
+    def __init__(
+        self,
+        api_url: str = PUBLIC_API,
+        *,
+        token: str | None = None,
+        cache: EtagCache | None = None,
+        max_wait: float = MAX_WAIT_S,
+        retries: int = RETRIES,
+        backoff: float = BACKOFF_S,
+        timeout: float = TIMEOUT_S,
+        on_wait: WaitNotice | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        parts = urlsplit(api_url.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise UserError(f"--api-url {api_url!r}: not an http(s) URL")
+        if "PYTEST_CURRENT_TEST" in os.environ and not _is_loopback(parts.hostname):
+            raise UserError(f"--api-url {api_url!r}: tests may only talk to a loopback address")
+        self.api_url = api_url.rstrip("/")
+        self._host = parts.netloc
+        self.token = token
+        self.cache = cache if cache is not None else EtagCache()
+        self.max_wait = max_wait
+        self.retries = retries
+        self.backoff = backoff
+        self.on_wait = on_wait or (lambda message: None)
+        self.sleep = sleep
+        self.stats = Stats()
+        import httpx  # lazy: only sync-issues needs it
+
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION, "User-Agent": "rlmedic"}
+        self._http = httpx.Client(timeout=timeout, headers=headers, follow_redirects=False)
+        self._httpx = httpx
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> GitHubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def url(self, path: str, params: dict[str, Any] | None = None) -> str:
+        query = f"?{urlencode(params)}" if params else ""
+        return f"{self.api_url}/{path.lstrip('/')}{query}"
+
+    # -- one request ------------------------------------------------------------------
+    def fresh(self, url: str, stamp: str) -> tuple[Any, str | None] | None:
+        """The cached (body, next URL) of ``url`` if it was read under the same ``stamp``: no request."""
+        entry = self.cache.entries.get(url)
+        if entry is None or not stamp or entry.stamp != stamp:
+            return None
+        return entry.body, entry.next
+
+    def get(self, url: str, slim: Callable[[Any], Any] | None = None, *, stamp: str = "") -> tuple[Any, str | None, bool]:
+        """GET ``url``: (body, next page URL, answered from cache by a 304)."""
+        if urlsplit(url).netloc != self._host:
+            raise UserError(f"GitHub sent a link to another host ({urlsplit(url).netloc}); refusing to follow it")
+        cached = self.cache.entries.get(url)
+        headers = {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        if cached and cached.etag:
+            headers["If-None-Match"] = cached.etag
+        attempt = 0
+        rate_waits = 0
+        while True:
+            self.stats.requests += 1
+            if cached and cached.etag:
+                self.stats.conditional += 1
+            try:
+                resp = self._http.get(url, headers=headers)
+            except self._httpx.TransportError as exc:
+                if attempt >= self.retries:
+                    raise UserError(f"cannot reach {self.api_url}: {exc.__class__.__name__}: {exc}") from exc
+                attempt = self._backoff(attempt, f"connection error ({exc.__class__.__name__})")
+                continue
+            status = resp.status_code
+            if status == 304 and cached:
+                self.stats.not_modified += 1
+                cached.stamp = stamp or cached.stamp
+                return cached.body, cached.next, True
+            if status == 200:
+                try:
+                    body = resp.json()
+                except ValueError as exc:
+                    raise UserError(f"{url}: GitHub answered with something that is not JSON") from exc
+                body = slim(body) if slim else body
+                nxt = parse_link_next(resp.headers.get("link"))
+                etag = resp.headers.get("etag", "")
+                if etag:
+                    self.cache.entries[url] = CachedResponse(etag=etag, next=nxt, body=body, stamp=stamp)
+                return body, nxt, False
+            if status in (403, 429) and self._rate_limited(resp):
+                if rate_waits >= MAX_RATE_WAITS:
+                    raise UserError(f"GitHub still rate-limits after {rate_waits} waits; try again later")
+                self._wait_for_reset(resp)
+                rate_waits += 1
+                continue
+            if status >= 500:
+                if attempt >= self.retries:
+                    raise UserError(f"{url}: GitHub answered {status} {attempt + 1} times; try again later")
+                attempt = self._backoff(attempt, f"server error {status}")
+                continue
+            raise UserError(self._explain(url, resp))
+
+    def paginate(self, url: str, slim: Callable[[Any], Any] | None = None, max_pages: int | None = None) -> Iterator[tuple[Any, bool]]:
+        """Each page's body (following ``Link: rel="next"``) and whether it came from cache."""
+        pages = 0
+        next_url: str | None = url
+        while next_url and (max_pages is None or pages < max_pages):
+            body, next_url, cached = self.get(next_url, slim)
+            pages += 1
+            yield body, cached
+
+    # -- failures ---------------------------------------------------------------------
+    def _backoff(self, attempt: int, why: str) -> int:
+        delay = self.backoff * (2**attempt)
+        self.stats.retries += 1
+        self.on_wait(f"GitHub: {why}; retrying in {delay:.1f} s")
+        self.sleep(delay)
+        self.stats.waited_s += delay
+        return attempt + 1
+
+    @staticmethod
+    def _rate_limited(resp) -> bool:
+        return resp.headers.get("x-ratelimit-remaining") == "0" or "retry-after" in resp.headers
+
+    def _wait_for_reset(self, resp) -> None:
+        now = time.time()
+        if "retry-after" in resp.headers:
+            try:
+                wait = float(resp.headers["retry-after"])
+            except ValueError:
+                wait = 60.0
+            reset = now + wait
+            kind = "secondary rate limit"
+        else:
+            try:
+                reset = float(resp.headers.get("x-ratelimit-reset", now + 60))
+            except ValueError:
+                reset = now + 60
+            wait = max(0.0, reset - now) + 1.0  # the reset second itself may still be limited
+            kind = f"rate limit ({resp.headers.get('x-ratelimit-limit', '?')} requests an hour)"
+        hint = "" if self.token else "; set a token (--token-env GITHUB_TOKEN) for 5,000 requests an hour"
+        if wait > self.max_wait:
+            raise UserError(
+                f"GitHub {kind} reached; it resets at {_reset_clock(reset)} (in {wait / 60:.0f} min), longer than "
+                f"the {self.max_wait:.0f} s this run waits. Re-run then: threads already synced are kept{hint}"
+            )
+        self.on_wait(f"GitHub {kind} reached: waiting {wait:.0f} s until {_reset_clock(reset)}{hint}")
+        self.sleep(wait)
+        self.stats.waited_s += wait
+
+    def _explain(self, url: str, resp) -> str:
+        try:
+            message = str(resp.json().get("message", ""))
+        except ValueError:
+            message = ""
+        status = resp.status_code
+        where = url.split("?")[0].removeprefix(self.api_url)
+        if status == 401:
+            return f"GitHub refused the token ({message or '401 Unauthorized'}); check the variable --token-env names"
+        if status == 404:
+            return f"{where}: not found on {self.api_url} (a typo in OWNER/REPO, or a private repo that needs a token)"
+        if status == 403:
+            return f"{where}: access forbidden ({message or '403'}); a private repo needs a token with read access"
+        return f"{where}: GitHub answered {status} {message}".rstrip()
