@@ -72,8 +72,10 @@ def lint_areal(config: ArealConfig, ctx: LintContext | None = None, *, rules: di
 
 def lint_slime(launch: SlimeLaunch, ctx: LintContext | None = None, *, rules: dict[str, Rule] | None = None) -> list[Finding]:
     """Every slime rule over parsed launch arguments."""
+    from rlmedic.tools.config.slime_flags import check_flags
+
     ctx = ctx or LintContext()
-    problems = list(launch.problems)
+    problems = list(launch.problems) + check_flags(launch)
     for rule in (rules or load_rules()).values():
         if rule.framework == "slime":
             problems += CHECKS[rule.check](launch, ctx, rule)

@@ -459,6 +459,10 @@ def apply_changes(framework: str, config: Any, changes: list[Fix]) -> None:
                 config.remove_flag(change.key)
             elif change.op == "add_flag":
                 config.add_flag(change.key, None if change.new is True else change.new, near=_near(config, change.key))
+            elif change.op == "rename":
+                config.rename_flag(change.key, change.new)
+            elif change.op == "remove_value":
+                config.remove_value(change.key)
             else:
                 config.set_flag(change.key, change.new)
         else:

@@ -39,6 +39,7 @@ _NAME = re.compile(r"[A-Za-z_]\w*")
 _BRACED = re.compile(r"([A-Za-z_]\w*)(?:(:[-=])(.*))?", re.DOTALL)
 _DEFAULT_EXPANSION = re.compile(r"\$\{([A-Za-z_]\w*):[-=]")
 _DECLARE = ("export",)
+_PLACEHOLDERS = ("...", "\u2026")
 
 
 def _closing_brace(text: str, start: int) -> int | None:
@@ -326,7 +327,10 @@ class SlimeLaunch(EditableText):
                 continue
             loose += self._expand_tokens(stmt, env)
         if command is None:
-            command = loose
+            # no training command: a list of flags, or a file of argument arrays another script sources
+            spliced = [(t, name, v) for name, toks in self.arrays.items()
+                       for t, v in zip(toks, self.array_values[name], strict=True)]
+            command = spliced + loose
             if not any(t.value.startswith("--") for t, _s, _r in command):
                 self.problems.append(config_finding(key="", message="no slime flags found (expected a train.py/train_async.py "
                                              "command or a list of --flags)", severity="warning", rule="slime-parse"))
@@ -489,6 +493,40 @@ class SlimeLaunch(EditableText):
             lines[last.end_line] = row[: last.end_col] + " " + piece + row[last.end_col :]
         self._commit("".join(lines), flag, value)
 
+    def rename_flag(self, flag: str, new: str) -> None:
+        """Rename every occurrence of ``flag`` to ``new`` (a misspelt flag), values untouched."""
+        if not self.has(flag):
+            raise UserError(f"{self.path}: {flag} is not in the script")
+        lines = self.text.splitlines(keepends=True)
+        for occ in sorted(self.occurrences(flag), key=lambda o: (o.flag_token.line, o.flag_token.col), reverse=True):
+            tok = occ.flag_token
+            row = lines[tok.line]
+            start = row.find(flag, tok.col)
+            if start < 0 or tok.line != tok.end_line:
+                raise UserError(f"{self.path}: cannot rename {flag} as text; edit it by hand")
+            lines[tok.line] = row[:start] + new + row[start + len(flag):]
+        previous = self.text
+        self._set_text("".join(lines))
+        if self.has(flag) or not self.has(new):
+            self._set_text(previous)
+            raise UserError(f"{self.path}: could not rename {flag} to {new}; edit it by hand")
+
+    def remove_value(self, flag: str) -> None:
+        """Drop the value(s) given to a switch (``--colocate true`` -> ``--colocate``)."""
+        occ = self.occurrences(flag)
+        if not occ or not occ[-1].value_tokens:
+            return
+        last = occ[-1]
+        first_tok, last_tok = last.value_tokens[0], last.value_tokens[-1]
+        if last.inline_value or first_tok.line != last_tok.end_line or first_tok.line != last.flag_token.line:
+            raise UserError(f"{self.path}: {flag} has a value on another line; remove it by hand")
+        lines = self.text.splitlines(keepends=True)
+        row = lines[first_tok.line]
+        lines[first_tok.line] = row[: last.flag_token.end_col] + row[last_tok.end_col :]
+        self._set_text("".join(lines))
+        if self.occurrences(flag) and self.occurrences(flag)[-1].values:
+            raise UserError(f"{self.path}: could not remove the value of {flag}; edit it by hand")
+
     def remove_flag(self, flag: str) -> None:
         """Remove every occurrence of ``flag`` and its values."""
         while self.has(flag):
@@ -555,6 +593,11 @@ def _collect_flags(tokens: list[tuple[Token, str, str]], launch: SlimeLaunch) ->
     current: FlagOccurrence | None = None
     for tok, source, resolved in tokens:
         value = tok.value
+        if value in _PLACEHOLDERS or _ARRAY_REF.match(tok.text):
+            # an elision in a documented command, or an array the script never defines here (sourced from
+            # another file): it holds flags of its own, so it ends the current flag's values
+            current = None
+            continue
         if value.startswith("--") and len(value) > 2:
             if "=" in value:
                 name, inline = value.split("=", 1)
