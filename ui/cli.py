@@ -8,12 +8,13 @@ function, so the modules stay small. Nothing heavy is imported at module level:
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
 import click
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from rlmedic import __version__
 from rlmedic.errors import UserError
@@ -28,6 +29,47 @@ class _Group(TyperGroup):
         except UserError as exc:
             click.echo(f"rlmedic: error: {exc}", err=True)
             sys.exit(2)
+
+
+_TYPE_LABEL = re.compile(r" <[^>]*>(\.\.\.)?$")
+
+
+class _Command(TyperCommand):
+    """Help in plain words: ``PATH...`` rather than ``{PATH}...``, and an option's value named
+    by the option (``--index-dir DIR``) rather than a Python type (``<list[Path]>``)."""
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return [re.sub(r"\{([^}]*)\}", r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        args, opts = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            name, help_text = record
+            if param.param_type_name == "argument":
+                name = _TYPE_LABEL.sub("", name)
+                if param.nargs != 1 and not name.endswith("..."):
+                    name += "..."
+                args.append((name, help_text))
+            else:
+                if not getattr(param, "is_flag", False) and _TYPE_LABEL.search(name):
+                    value = getattr(param, "metavar", None) or _METAVARS.get(param.name or "", (param.name or "value").upper())
+                    name = _TYPE_LABEL.sub(f" {value}", name)
+                opts.append((name, help_text))
+        if args:
+            with formatter.section("Arguments"):
+                formatter.write_dl(args)
+        if opts:
+            with formatter.section("Options"):
+                formatter.write_dl(opts)
+
+
+#: How an option's value is named in help (default: the option's name in capitals).
+_METAVARS = {"index_dir": "DIR", "snapshot": "FILE", "save": "FILE", "output": "FILE", "config": "FILE", "log": "FILE",
+             "max_lines": "N", "k": "N", "before_step": "STEP", "port": "PORT", "host": "HOST", "fileroot": "PATH",
+             "kind": "doc|card", "fail_on": "error|critical", "experiment_name": "NAME", "trial_name": "NAME"}
 
 
 app = typer.Typer(
@@ -97,6 +139,26 @@ def _register_all() -> None:
 
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(app)
+    for info in app.registered_commands:
+        if info.cls in (None, TyperCommand) or type(info.cls).__name__ == "DefaultPlaceholder":
+            info.cls = _Command
+        if not info.short_help:  # the summary in `rlmedic --help`: one whole sentence, never cut
+            info.short_help = SUMMARIES.get(info.name or "")
+
+
+#: One-sentence summaries for the command list (click cuts longer docstrings mid-sentence).
+SUMMARIES = {
+    "diagnose": "Find the root cause in training logs, with its fix.",
+    "excerpt": "Print the most telling lines of a log, redacted.",
+    "index": "Add your own documents to the knowledge base.",
+    "search": "Search your indexed docs and the playbook cards.",
+    "ask": "Ask a troubleshooting question; the answer cites sources.",
+    "gpu": "Show GPU memory and processes; flag leftovers.",
+    "checkpoints": "List and check checkpoints; print how to resume.",
+    "lint-config": "Check an AReaL or slime config; changes nothing.",
+    "fix-config": "Propose a corrected config, each change cited.",
+    "mcp": "Serve the read-only tools over MCP.",
+}
 
 
 _register_all()

@@ -23,7 +23,8 @@ def checkpoints(
     config: Optional[Path] = typer.Option(None, "--config", parser=path_param, help="The config you will resume with: the plan then lists what differs."),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """List checkpoints with steps, times and sizes; check integrity; print the exact resume command."""
+    """List checkpoints with steps, times and sizes; check integrity; print the exact resume command.
+    Exit 1 when none are found (or one is damaged)."""
     from rlmedic.ui.cli import print_json, run_tool
 
     report = run_tool("list_checkpoints", {"root": str(root), "experiment_name": experiment_name, "trial_name": trial_name,
@@ -31,8 +32,10 @@ def checkpoints(
                       roots=[root, config])
     if json_out:
         print_json(report.to_dict())
-        return
-    typer.echo(render(report))
+    else:
+        typer.echo(render(report))
+    if any(issue.severity in ("critical", "error") for issue in report.issues):
+        raise typer.Exit(1)  # nothing to resume from, or a damaged checkpoint: like lint errors
 
 
 def _size(n: int) -> str:
@@ -68,6 +71,8 @@ def render(report: Any) -> str:
         for i in others:
             lines.append(f"{i.severity}: {i.message}" + (f"  [{i.citation}]" if i.citation else ""))
     plan = report.plan
+    if plan is not None and plan.mode == "none" and not report.checkpoints:
+        plan = None  # "nothing to resume from" is what the error above already says
     if plan is not None:
         lines.append("")
         lines.append(f"Recovery plan ({plan.framework}, {plan.mode}):")

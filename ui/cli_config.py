@@ -25,7 +25,7 @@ def lint_config(
     spot: bool = typer.Option(False, "--spot", help=SPOT_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Check a config against AReaL's schema and the seed rules; changes nothing. Exit 1 when errors are found."""
+    """Check a config against AReaL's schema or slime's flags, and the config rules; changes nothing. Exit 1 when errors are found."""
     from rlmedic.ui.cli import print_json, run_tool
 
     result = run_tool("lint_config", {"config": str(config), "snapshot": str(snapshot) if snapshot else None, "spot": spot},
@@ -48,7 +48,8 @@ def fix_config(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing -o file (never the input)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Produce the corrected config: each change with old and new value, reason and citation, plus a unified diff."""
+    """Produce the corrected config: each change with old and new value, reason and citation, plus a unified diff.
+    Exit 1 when errors remain that need editing by hand."""
     from rlmedic.tools.config.fix import write_corrected
     from rlmedic.ui.cli import print_json, run_tool, tool_context
 
@@ -60,10 +61,12 @@ def fix_config(
         result.output = str(write_corrected(config, output, result.changes, confinement=ctx.confinement, force=force))
     if json_out:
         print_json(result.to_dict())
-        return
-    typer.echo(render_fix(result), err=output is None)
-    if output is None:
-        typer.echo(result.text, nl=False)  # redacted by the registry: secrets stay out of terminals and pipes
+    else:
+        typer.echo(render_fix(result), err=output is None)
+        if output is None:
+            typer.echo(result.text, nl=False)  # redacted by the registry: secrets stay out of terminals and pipes
+    if not result.fixed_valid:
+        raise typer.Exit(1)  # errors remain after the fixes ("still to look at"): like lint-config
 
 
 def _cite(c: Any) -> str:
@@ -97,7 +100,8 @@ def render_fix(result: Any) -> str:
         lines.append(f"{len(result.changes)} change(s) to {result.path}:")
         for i, c in enumerate(result.changes, 1):
             what = {"delete": f"remove {c.key} (was {c.old!r})", "rename": f"rename {c.key} -> {c.new}",
-                    "remove_flag": f"remove {c.key}", "add_flag": f"add {c.key}" + ("" if c.new is True else f" {c.new}")}.get(
+                    "remove_flag": f"remove {c.key}", "remove_value": f"drop the value given to the switch {c.key}",
+                    "add_flag": f"add {c.key}" + ("" if c.new is True else f" {c.new}")}.get(
                 c.op, f"{c.key}: {c.old!r} -> {c.new!r}")
             lines.append(f"  {i}. {what}")
             lines.append(f"     why: {c.reason}")

@@ -21,6 +21,17 @@ def use_chroma_url(url: str | None) -> None:
         os.environ["RLMEDIC_CHROMA_URL"] = url
 
 
+def existing_index_dir(index_dir: Optional[Path]) -> Optional[Path]:
+    """``--index-dir`` for a command that reads the index: it must exist (only ``index`` creates one),
+    so a mistyped path is an error rather than a new, empty index."""
+    from rlmedic.errors import UserError
+
+    if index_dir is not None and not index_dir.expanduser().is_dir():
+        raise UserError(f"--index-dir {index_dir}: no such folder; `rlmedic index --index-dir {index_dir} DOCS...` "
+                        "creates an index there")
+    return index_dir
+
+
 def register(app: typer.Typer) -> None:
     app.command("index")(index)
     app.command("search")(search)
@@ -28,7 +39,7 @@ def register(app: typer.Typer) -> None:
 
 def index(
     paths: list[Path] = typer.Argument(..., metavar="PATH", parser=path_param, help="Files or folders of docs (Markdown, reStructuredText, text)."),
-    index_dir: Optional[Path] = typer.Option(None, "--index-dir", parser=path_param, help=INDEX_DIR_HELP),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", parser=path_param, help=INDEX_DIR_HELP + " Created if missing."),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
@@ -70,7 +81,8 @@ def search(
 
     if kind not in (None, "doc", "card", "issue"):
         raise UserError(f"--kind must be 'doc', 'card' or 'issue', not {kind!r}")
-    results = run_tool("search_docs", {"query": query, "k": k, "kind": kind}, roots=[], index_dir=index_dir)
+    results = run_tool("search_docs", {"query": query, "k": k, "kind": kind}, roots=[],
+                       index_dir=existing_index_dir(index_dir))
     if json_out:
         print_json({"results": [r.to_dict() for r in results]})
         return

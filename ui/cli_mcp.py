@@ -25,6 +25,9 @@ def mcp(
     for path in allow:
         if not path.exists():
             raise UserError(f"--allow {path}: no such file or directory")
+    from rlmedic.ui.cli_knowledge import existing_index_dir
+
+    existing_index_dir(index_dir)
     roots = [str(p) for p in allow]
     if http:
         from rlmedic.ui.mcp_server import serve_http

@@ -335,7 +335,9 @@ def list_checkpoints(
             report.issues.append(checkpoint_issue("damaged-checkpoint", "error" if c.kind in ("areal_recover", "megatron") else "warning",
                                        f"{c.path}: {problem}", c.path,
                                        card_citation("recover-checkpoint-invalid" if c.kind == "areal_recover" else "recovery-checkpoint-missing")))
-    if not report.checkpoints:
+    if not report.checkpoints and any(i.id == "name-mismatch" for i in report.issues):
+        pass  # the name mismatch already says what exists: one message, not a second "none under ROOT"
+    elif not report.checkpoints:
         if report.layout == "unknown":
             report.layout = "empty"
         report.issues.append(checkpoint_issue("no-checkpoints", "error",
