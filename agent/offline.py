@@ -222,14 +222,22 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
     issues = kb.search(question, 2, kind="issue") if kb is not None and kb.has_issues() else []
     for hit in (h for h in issues if h.matched_error):
         lines += issue_sentences(question, hit, answer.cite(hit.citation))
+    from rlmedic.knowledge.retrieve import key_sentences
+
+    lead = _leading_documents(question, answer, kb)
+    for doc in lead:  # the user's own docs that match better than any card come first
+        where = doc.source + (f" § {doc.section}" if doc.section else "")
+        lines.append(f"From your documents ({where}) [{answer.cite(doc.citation)}]: {key_sentences(doc, question)}")
+    card_fix_texts: set[str] = set()
     if cards:
         best, best_score = cards[0]
         answer.category = answer.category or best.category
-        lines.append(f"Likely cause: {best.title} [{answer.cite(best.citation)}].")
+        lines.append(f"Likely cause{' (playbook)' if lead else ''}: {best.title} [{answer.cite(best.citation)}].")
         lines.append("Why it happens: " + " ".join(c.rstrip(".") + "." for c in best.causes[:2]))
         card_fixes = [f for f in best.fixes if not framework or not f.framework or f.framework == framework] or list(best.fixes)
         shown = {str(f) for f in answer.fixes}
         answer.fixes += [f for f in card_fixes if str(f) not in shown]
+        card_fix_texts = {str(f) for f in card_fixes} - shown
         tags = {str(fix): fix.framework for fix in best.fixes}
     else:
         tags = {}
@@ -241,6 +249,8 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
             text = str(fix)
             tag = f" [{tags[text]}]" if tags.get(text) and not framework else ""
             ref = f" [{answer.cite(fix.citation)}]" if fix.citation and fix.citation.kind != "card" else ""
+            if not ref and text in card_fix_texts:  # say where each fix comes from: the card above
+                ref = f" [{answer.cite(cards[0][0].citation)}]"
             why = f": {fix.why.rstrip('.')}" if fix.why and fix.key and fix.why not in text else ""
             lines.append(f"  {i}. {text}{why}{tag}{ref}")
     if answer.config_diff:
@@ -249,7 +259,7 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
         if score >= RELATED_SHARE * cards[0][1]:
             lines.append(f"Also check: {card.title} [{answer.cite(card.citation)}].")
     retrieve = kb is not None and not answer.root_cause and kb.has_documents()
-    docs = kb.search(question, 3, kind="doc") if retrieve else []
+    docs = [d for d in (kb.search(question, 3, kind="doc") if retrieve else []) if d.id not in {x.id for x in lead}]
     if docs:
         lines.append("Documentation: " + ", ".join(f"[{answer.cite(d.citation)}]" for d in docs) + ".")
     related = [h for h in issues if not h.matched_error]
@@ -260,6 +270,15 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
     answer.summary = answer.root_cause or (cards[0][0].title if cards else "")
     answer.answer = "\n".join(lines)
     return answer
+
+
+def _leading_documents(question: str, answer: Answer, kb: Any) -> list[Any]:
+    """The user's indexed documents ranked above every card for this question (one scale), when no log decided."""
+    from rlmedic.knowledge.retrieve import leading_documents
+
+    if kb is None or answer.root_cause or not kb.has_documents():
+        return []
+    return leading_documents(kb.search(question, 6))
 
 
 def _log_citation(evidence: str) -> Citation:

@@ -207,3 +207,32 @@ def search(
             )
         )
     return results
+
+
+def leading_documents(ranked: list[SearchResult], limit: int = 1) -> list[SearchResult]:
+    """The user's own documents ranked above every card in one mixed ranking.
+
+    Cards and indexed documents are fused on one scale (the same dense and BM25 rankings, the
+    same reciprocal-rank fusion), so a document that matches the question better than any
+    card comes first: an answer should lead with it rather than footnote it.
+    """
+    out: list[SearchResult] = []
+    for result in ranked[:limit]:
+        if result.kind != "doc":
+            break
+        out.append(result)
+    return out
+
+
+def key_sentences(result: SearchResult, query: str, n: int = 3, max_chars: int = 400) -> str:
+    """The ``n`` sentences of a result that share the most words with the query, in text order."""
+    words = set(tokenize(query))
+    heading = result.section.strip()
+    body = "\n".join(line for line in result.text.splitlines()
+                     if not line.lstrip().startswith("#") and line.strip() != heading)
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n{2,}", body) if s.strip()]
+    if not sentences:
+        return ""
+    scored = sorted(range(len(sentences)), key=lambda i: (-len(words & set(tokenize(sentences[i]))), i))[:n]
+    text = " ".join(" ".join(sentences[i].split()) for i in sorted(scored))
+    return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."

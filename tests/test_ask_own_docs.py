@@ -1,0 +1,64 @@
+"""Your own documents and the built-in cards on one scale: the better match wins and is cited first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rlmedic.ui.cli import app
+from typer.testing import CliRunner
+
+runner = CliRunner()
+VERIFIER_DOC = """# Our math reward verifier
+
+## Reward verifier timing out
+
+When the sandboxed math verifier takes longer than its 10 second budget, the reward function
+gives up and scores the sample 0. On long proofs this happens for most samples, and the mean
+reward drops although the model is fine. Raise `VERIFIER_TIMEOUT_S` to 60 in `reward/verify.py`
+and run the verifier pool with 32 workers instead of 8.
+
+## Adding a new verifier
+
+Register the function in `reward/__init__.py`.
+"""
+QUESTION = "our reward verifier times out and the reward drops to zero"
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    docs = tmp_path_factory.mktemp("docs")
+    (docs / "verifier.md").write_text(VERIFIER_DOC)
+    where = tmp_path_factory.mktemp("index")
+    result = runner.invoke(app, ["index", str(docs), "--index-dir", str(where), "--json"])
+    assert result.exit_code == 0, result.output
+    return where
+
+
+def test_a_better_matching_user_doc_is_the_top_search_result(index_dir: Path) -> None:
+    result = runner.invoke(app, ["search", QUESTION, "--index-dir", str(index_dir), "-k", "5", "--json"])
+    assert result.exit_code == 0, result.output
+    results = json.loads(result.stdout)["results"]
+    assert results[0]["kind"] == "doc" and results[0]["section"].endswith("Reward verifier timing out")
+    assert any(r["kind"] == "card" for r in results)  # the cards were in the same ranking, and lost
+
+
+def test_ask_offline_leads_with_the_user_doc_and_says_where_fixes_come_from(index_dir: Path) -> None:
+    result = runner.invoke(app, ["ask", QUESTION, "--offline", "--index-dir", str(index_dir), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert "verifier.md" in data["citations"][0] and "Reward verifier timing out" in data["citations"][0]
+    first = data["answer"].splitlines()[0]
+    assert first.startswith("From your documents (") and "[1]" in first
+    assert "VERIFIER_TIMEOUT_S" in first  # the doc's own fix, quoted
+    assert "from playbook card " in data["answer"]  # the card's fixes say where they come from
+    assert data["answer"].index("[1]") < data["answer"].index("[2]")
+
+
+def test_a_card_that_matches_better_still_comes_first(index_dir: Path) -> None:
+    result = runner.invoke(app, ["ask", "sglang keeps running out of memory during rollout", "--offline",
+                                 "--index-dir", str(index_dir), "--json"])
+    data = json.loads(result.stdout)
+    assert data["citations"][0].startswith("card:oom-sglang-generation")
+    assert "From your documents" not in data["answer"]
