@@ -156,6 +156,14 @@ class ArealConfig(EditableText):
             return False
         return True
 
+    def value(self, key: str) -> Any:
+        """The value in effect: the config's own (interpolations resolved), else AReaL's documented
+        default for the key (``None`` when it has none). Rules read this, so a key left out is
+        judged by what AReaL will actually use."""
+        if self.has(key):
+            return self.get(key)
+        return default_of(key)
+
     def get(self, key: str, default: Any = None, *, resolve: bool = True) -> Any:
         """The value at ``key`` with ``${a.b}`` interpolations resolved (OmegaConf style)."""
         try:

@@ -159,8 +159,7 @@ class ArealLayout:
     train_key: str
     n_nodes: int
     per_node: int
-    colocated: bool
-    shared_by_count: bool
+    colocated: bool  # rollout.scheduling_strategy.type is colocation (default: separation)
 
     @property
     def cluster_gpus(self) -> int:
@@ -194,21 +193,19 @@ def areal_layout(cfg: ArealConfig) -> ArealLayout:
             rollout, rollout_key = gen, "allocation_mode"
         if train is None and trn is not None:
             train, train_key = trn, "allocation_mode"
-    n_nodes = _int(cfg.get("cluster.n_nodes")) or 1
-    per_node = _int(cfg.get("cluster.n_gpus_per_node"))
+    n_nodes = _int(cfg.value("cluster.n_nodes")) or 1
+    per_node = _int(cfg.value("cluster.n_gpus_per_node"))
     if per_node is None:
         per_node = 8
-    strategy = cfg.get("rollout.scheduling_strategy.type")
-    cluster = n_nodes * per_node
-    by_count = bool(rollout and train and rollout.world + train.world > cluster and max(rollout.world, train.world) <= cluster)
-    colocated = strategy == "colocation" or by_count
-    return ArealLayout(rollout, train, rollout_key, train_key, n_nodes, per_node, colocated, by_count)
+    # separation unless the config says colocation: AReaL's documented default, applied before any rule
+    colocated = cfg.value("rollout.scheduling_strategy.type") == "colocation"
+    return ArealLayout(rollout, train, rollout_key, train_key, n_nodes, per_node, colocated)
 
 
 @check("areal_mb_tokens_cover_sequence")
 def _areal_mb_tokens(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
-    max_length = _int(cfg.get("train_dataset.max_length"))
-    new_tokens = _int(cfg.get("gconfig.max_new_tokens"))
+    max_length = _int(cfg.value("train_dataset.max_length"))
+    new_tokens = _int(cfg.value("gconfig.max_new_tokens"))
     if max_length is None or new_tokens is None:
         return []
     need = max_length + new_tokens
@@ -297,12 +294,35 @@ def _areal_backend_fits(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[
         ))
         per_node = visible
     cluster = layout.n_nodes * per_node
-    for spec, key in ((layout.rollout, layout.rollout_key), (layout.train, layout.train_key)):
+    rollout, train = layout.rollout, layout.train
+    separated = not layout.colocated and rollout is not None and train is not None
+    strategy_key = "rollout.scheduling_strategy.type"
+    how = f"{strategy_key} is separation ({'the default' if not cfg.has(strategy_key) else 'as set'})"
+
+    def split_fix() -> list[Fix]:
+        if layout.rollout_key == layout.train_key:  # legacy allocation_mode: one string for both, edit by hand
+            return []
+        split = _separated_split(rollout, train, cluster)
+        if split is None:
+            if max(rollout.world, train.world) > cluster:
+                return []
+            return [rule.change(strategy_key, cfg.value(strategy_key), "colocation",
+                                f"{cluster} GPU(s) cannot hold both engines side by side, but each fits alone: colocate them "
+                                "(SGLang and the trainer take turns on the same GPUs)")]
+        why = (f"separated engines share the {cluster} GPUs: {split[0].raw} ({split[0].world}) + {split[1].raw} "
+               f"({split[1].world}); t/p/c kept, data-parallel replicas reduced (or set {strategy_key}: colocation "
+               "to run both on the same GPUs)")
+        return [rule.change(k, old.raw, new.raw, why) for k, old, new in
+                ((layout.rollout_key, rollout, split[0]), (layout.train_key, train, split[1])) if new.raw != old.raw]
+
+    for spec, key in ((rollout, layout.rollout_key), (train, layout.train_key)):
         if spec is None or spec.world <= cluster:
             continue
         fix: list[Fix] = []
         inner = spec.world // spec.d
-        if key != "allocation_mode" and inner <= cluster:
+        if separated:
+            fix = split_fix()
+        elif key != "allocation_mode" and inner <= cluster:
             new_d = max(1, cluster // inner)
             new = spec.with_dims(d=new_d)
             fix.append(rule.change(key, spec.raw, new.raw, f"{spec.raw} needs {spec.world} GPUs; the cluster has {cluster}: "
@@ -312,7 +332,40 @@ def _areal_backend_fits(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[
             ctx, key, f"{key} = {shown!r} needs {spec.world} GPUs but the cluster has {cluster} "
             f"({layout.n_nodes} node(s) x {per_node})", line=cfg.line(key), changes=fix,
         ))
+        if separated:
+            return problems  # one problem, one fix for both engines
+    if problems or not separated or rollout.world + train.world <= cluster:
+        return problems
+    total = rollout.world + train.world
+    problems.append(rule.problem(
+        ctx, layout.rollout_key,
+        f"{layout.rollout_key} = {rollout.raw!r} ({rollout.world} GPUs) + {layout.train_key} = {train.raw!r} "
+        f"({train.world} GPUs): {total} GPUs requested, {cluster} available ({layout.n_nodes} node(s) x {per_node}); "
+        f"{how}, so rollout and training each need their own GPUs",
+        line=cfg.line(layout.rollout_key), changes=split_fix(),
+    ))
     return problems
+
+
+def _separated_split(rollout: Any, train: Any, cluster: int) -> tuple[Any, Any] | None:
+    """Data-parallel sizes that put both separated engines on ``cluster`` GPUs, t/p/c unchanged:
+    keep an engine that already leaves room and shrink the other, else split in proportion."""
+    r_inner, t_inner = rollout.world // rollout.d, train.world // train.d
+    candidates = []
+    if train.world < cluster:
+        candidates.append((min(rollout.d, (cluster - train.world) // r_inner), train.d))
+    if rollout.world < cluster:
+        candidates.append((rollout.d, min(train.d, (cluster - rollout.world) // t_inner)))
+    r_d = min(rollout.d, max(1, cluster * rollout.world // (rollout.world + train.world) // r_inner))
+    candidates.append((r_d, min(train.d, (cluster - r_d * r_inner) // t_inner)))
+    fitting = [(r, t) for r, t in candidates if r >= 1 and t >= 1 and r * r_inner + t * t_inner <= cluster]
+    if not fitting:
+        return None
+    r, t = max(fitting, key=lambda rt: rt[0] * r_inner + rt[1] * t_inner)  # first of the fullest
+    try:
+        return rollout.with_dims(d=r), train.with_dims(d=t)
+    except ValueError:  # hybrid (attn|ffn) strings are not rewritten automatically
+        return None
 
 
 _LEGACY_SP_KEYS = ("actor.fsdp.ulysses_sp_size", "fsdp.ulysses_sp_size")
@@ -395,12 +448,12 @@ def colocation_report(cfg: ArealConfig, ctx: LintContext, *, mem_fraction: float
     if gpu is None or model is None:
         return None
     layout = areal_layout(cfg)
-    fraction = mem_fraction if mem_fraction is not None else _float(cfg.get("sglang.mem_fraction_static"))
-    if fraction is None:
+    fraction = mem_fraction if mem_fraction is not None else _float(cfg.value("sglang.mem_fraction_static"))
+    if fraction is None:  # explicitly null: SGLang picks its own share, about as greedy as the default
         fraction = float(default_of("sglang.mem_fraction_static", 0.9))
     tokens = max_tokens_per_mb or _int(cfg.get("actor.mb_spec.max_tokens_per_mb"))
     if tokens is None:
-        tokens = (_int(cfg.get("train_dataset.max_length")) or 1024) + (_int(cfg.get("gconfig.max_new_tokens")) or 1024)
+        tokens = (_int(cfg.value("train_dataset.max_length")) or 1024) + (_int(cfg.value("gconfig.max_new_tokens")) or 1024)
     ckpt = gradient_checkpointing if gradient_checkpointing is not None else bool(cfg.get("actor.gradient_checkpointing"))
     # actor.optimizer: null means no training; a section without a type means AReaL's default (adam)
     optimizer = None if cfg.get("actor.optimizer") is None else str(cfg.get("actor.optimizer.type") or "adam")
@@ -451,13 +504,12 @@ def _areal_colocated_share(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> li
     layout = areal_layout(cfg)
     if not layout.colocated or not _sglang_rollout(layout) or (ctx.snapshot is not None and ctx.snapshot.has_gpus):
         return []
-    fraction = _float(cfg.get("sglang.mem_fraction_static"))
+    fraction = _float(cfg.value("sglang.mem_fraction_static"))
     if fraction is None:
         fraction = float(default_of("sglang.mem_fraction_static", 0.9))
     if fraction <= 0.5:
         return []
-    how = "a colocation strategy" if not layout.shared_by_count else (
-        f"{layout.rollout.world} + {layout.train.world} GPUs on a {layout.cluster_gpus}-GPU cluster")
+    how = "rollout.scheduling_strategy.type: colocation"
     return [rule.problem(ctx, "sglang.mem_fraction_static",
                          f"SGLang and the trainer share GPUs ({how}) and SGLang reserves {fraction:.0%} of each; on GPUs under "
                          "80 GB that leaves too little for training (0.5 fits an A40). Check with --snapshot F",
@@ -466,16 +518,15 @@ def _areal_colocated_share(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> li
 
 @check("areal_attention_backend")
 def _areal_attention_backend(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
-    from rlmedic.tools.config.areal import default_of
     from rlmedic.tools.gpu.advice import attention_backend_advice
 
     layout = areal_layout(cfg)
     if ctx.snapshot is None or not ctx.snapshot.has_gpus or (layout.rollout is not None and layout.rollout.backend != "sglang"):
         return []
     key = "sglang.attention_backend"
-    backend = cfg.get(key)
+    backend = cfg.value(key)
     if backend is None:
-        backend = default_of(key, "fa3")
+        backend = "fa3"
     problems = []
     seen = set()
     for gpu in ctx.snapshot.gpus:
@@ -540,22 +591,23 @@ def _areal_fileroot_absolute(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> 
 @check("areal_fileroot_persistent")
 def _areal_fileroot_persistent(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
     key = "cluster.fileroot"
-    raw = cfg.get(key, resolve=False)
+    raw = cfg.get(key, resolve=False) if cfg.has(key) else cfg.value(key)  # AReaL's default is /tmp/areal/
     if not isinstance(raw, str) or "${" in raw or not (raw == "/tmp" or raw.startswith("/tmp/")):
         return []
     new = _persistent_target(ctx, raw)
+    shown = f"{raw!r}" + ("" if cfg.has(key) else " (the default)")
     return [rule.problem(
-        ctx, key, f"{key} = {raw!r} is under /tmp: checkpoints and recovery info disappear when the machine goes away "
-        "(always for spot instances)", line=cfg.line(key),
+        ctx, key, f"{key} = {shown} is under /tmp: checkpoints and recovery info disappear when the machine goes away "
+        "(always for spot instances)", line=cfg.line(key) or cfg.line("cluster"),
         changes=[rule.change(key, raw, new, f"keep checkpoints on a mounted volume; {_persistent_reason(ctx)}")],
     )]
 
 
 @check("areal_weight_update_disk_shared")
 def _areal_weight_update_disk(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
-    if cfg.get("actor.weight_update_mode") != "disk" or (_int(cfg.get("cluster.n_nodes")) or 1) <= 1:
+    if cfg.value("actor.weight_update_mode") != "disk" or (_int(cfg.value("cluster.n_nodes")) or 1) <= 1:
         return []
-    root = cfg.get("cluster.fileroot")
+    root = cfg.value("cluster.fileroot")
     if not isinstance(root, str) or not (root.startswith("/tmp") or not root.startswith("/")):
         return []
     return [rule.problem(ctx, "cluster.fileroot",
@@ -569,11 +621,11 @@ _RECOVER_ON = ("auto", "on")
 
 @check("areal_recover_mode")
 def _areal_recover_mode(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
-    mode = cfg.get("recover.mode")
+    mode = cfg.value("recover.mode")
     if not cfg.has("recover") or str(mode) in _RECOVER_ON:
         return []
     key = "recover.mode"
-    shown = "disabled (the default)" if mode is None else repr(mode)
+    shown = f"{mode} (the default)" if not cfg.has(key) else repr(mode)
     # a log that shows no recovery checkpoint was written makes this at least a warning
     severity = None if ctx.is_spot or not ctx.saw(cards=("recovery-checkpoint-missing",)) else "warning"
     return [rule.problem(ctx, key, f"{key} is {shown}: a restarted run starts from step 0 instead of resuming",
@@ -583,7 +635,7 @@ def _areal_recover_mode(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[
 
 
 def _recover_enabled(cfg: ArealConfig) -> bool:
-    return str(cfg.get("recover.mode")) in _RECOVER_ON
+    return str(cfg.value("recover.mode")) in _RECOVER_ON
 
 
 @check("areal_recover_frequency")
@@ -627,20 +679,16 @@ def _areal_saver_frequency(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> li
 
 @check("areal_request_timeouts")
 def _areal_request_timeouts(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
-    from rlmedic.tools.config.areal import default_of
-
     if not cfg.has("rollout"):
         return []
-    timeout = _float(cfg.get("rollout.request_timeout"))
-    retries = _int(cfg.get("rollout.request_retries"))
-    timeout = timeout if timeout is not None else _float(default_of("rollout.request_timeout", 3600))
-    retries = retries if retries is not None else _int(default_of("rollout.request_retries", 3))
+    timeout = _float(cfg.value("rollout.request_timeout"))
+    retries = _int(cfg.value("rollout.request_retries"))
     changes = []
     if timeout is not None and timeout < LONG_RUN_REQUEST_TIMEOUT:
-        changes.append(rule.change("rollout.request_timeout", cfg.get("rollout.request_timeout"), LONG_RUN_REQUEST_TIMEOUT,
+        changes.append(rule.change("rollout.request_timeout", cfg.value("rollout.request_timeout"), LONG_RUN_REQUEST_TIMEOUT,
                                    "long generations and server restarts outlast the default timeout"))
     if retries is not None and retries < LONG_RUN_REQUEST_RETRIES:
-        changes.append(rule.change("rollout.request_retries", cfg.get("rollout.request_retries"), LONG_RUN_REQUEST_RETRIES,
+        changes.append(rule.change("rollout.request_retries", cfg.value("rollout.request_retries"), LONG_RUN_REQUEST_RETRIES,
                                    "retry transient disconnects instead of scoring the rollout as failed"))
     if not changes:
         return []
@@ -657,7 +705,7 @@ def _areal_request_timeouts(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> l
 @check("slime_batch_arithmetic")
 def _slime_batch(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[Finding]:
     rbs = launch.get_int("--rollout-batch-size")
-    n = launch.get_int("--n-samples-per-prompt")
+    n = launch.value_int("--n-samples-per-prompt")  # slime's default: 1
     gbs = launch.get_int("--global-batch-size")
     steps = launch.get_int("--num-steps-per-rollout")
     if rbs is None or n is None or gbs is None:
@@ -694,10 +742,10 @@ def _slime_async_colocate(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> 
 
 def slime_gpu_need(launch: SlimeLaunch) -> tuple[int, int, int, bool]:
     """(actor GPUs, rollout GPUs, total needed, colocated)."""
-    nodes = launch.get_int("--actor-num-nodes") or 1
-    per_node = launch.get_int("--actor-num-gpus-per-node") or 8
+    nodes = launch.value_int("--actor-num-nodes") or 1
+    per_node = launch.value_int("--actor-num-gpus-per-node") or 0
     actor = nodes * per_node
-    colocated = launch.has("--colocate")
+    colocated = bool(launch.value("--colocate"))
     rollout = launch.get_int("--rollout-num-gpus")
     if colocated:
         rollout_gpus = rollout if rollout is not None else actor
@@ -729,7 +777,7 @@ def _slime_gpu_count(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -> list[
         msg = (f"decoupled run needs {actor} actor + {rollout} rollout = {need} GPUs, but {source} gives {total}: "
                "the job stays pending on the Ray submission page")
     changes = []
-    per_engine = launch.get_int("--rollout-num-gpus-per-engine") or 1
+    per_engine = launch.value_int("--rollout-num-gpus-per-engine") or 1
     if not colocated and total > actor:
         room = (total - actor) // per_engine * per_engine
         if room > 0:
@@ -773,13 +821,13 @@ def _slime_context_parallel(launch: SlimeLaunch, ctx: LintContext, rule: Rule) -
     resp = launch.get_int("--rollout-max-response-len")
     if not max_tokens or not resp or not launch.has("--use-dynamic-batch-size"):
         return []
-    cp = launch.get_int("--context-parallel-size") or 1
+    cp = launch.value_int("--context-parallel-size") or 1
     if resp / cp <= max_tokens:
         return []
     want = _pow2_at_least(math.ceil(resp / max_tokens))
-    tp = launch.get_int("--tensor-model-parallel-size") or 1
-    pp = launch.get_int("--pipeline-model-parallel-size") or 1
-    world = (launch.get_int("--actor-num-nodes") or 1) * (launch.get_int("--actor-num-gpus-per-node") or 8)
+    tp = launch.value_int("--tensor-model-parallel-size") or 1
+    pp = launch.value_int("--pipeline-model-parallel-size") or 1
+    world = (launch.value_int("--actor-num-nodes") or 1) * (launch.value_int("--actor-num-gpus-per-node") or 0)
     changes = []
     if world % (tp * pp * want) == 0:
         changes.append(rule.change("--context-parallel-size", cp, want, f"split each sequence over {want} GPUs so "

@@ -373,6 +373,23 @@ class SlimeLaunch(EditableText):
     def get_int(self, flag: str) -> int | None:
         return _to_int(self.get(flag))
 
+    def value(self, flag: str) -> Any:
+        """The value in effect: the script's own (last occurrence, variables expanded), else the default
+        slime, Megatron-LM or SGLang gives the flag (``slime_schema.json``). A switch is ``True`` when
+        present, else its default."""
+        from rlmedic.tools.config.slime_flags import default_of, spec
+
+        entry = spec(flag) or {}
+        if self.has(flag):
+            if entry.get("nargs") == 0:
+                return entry.get("action") != "store_false"
+            return self.get(flag)
+        return default_of(flag)
+
+    def value_int(self, flag: str) -> int | None:
+        value = self.value(flag)
+        return value if isinstance(value, int) and not isinstance(value, bool) else _to_int(value)
+
     def line(self, flag: str) -> int | None:
         occ = self.occurrences(flag)
         return occ[-1].line if occ else None
