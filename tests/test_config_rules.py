@@ -314,3 +314,51 @@ def test_no_change_needed_gives_an_identical_text() -> None:
     result = fix_config(AREAL / "base.yaml", confinement=ANYWHERE)
     assert result.changes == [] and result.diff == ""
     assert result.text == (AREAL / "base.yaml").read_text()
+
+
+@pytest.mark.parametrize(("path", "rule", "options", "key", "new"), FIXED, ids=lambda v: v.name if isinstance(v, Path) else None)
+def test_old_values_are_the_values_in_effect(path: Path, rule: str, options: dict, key: str, new) -> None:
+    """Replaying fix-config's changes in order, each one's old value is what the config has in effect
+    at that point: after earlier renames, with documented defaults for keys left out."""
+    from rlmedic.tools.config.fix import _copy_launch, apply_changes, load_config
+
+    result = fix_config(path, **_options(options), confinement=ANYWHERE)
+    framework, config = load_config(path, confinement=ANYWHERE)
+    work = config.copy() if framework == "areal" else _copy_launch(config)
+    assert result.changes
+    for change in result.changes:
+        if change.op not in ("rename", "remove_value"):  # those carry the old name / the stray text
+            assert change.old == work.value(change.key), (change.key, change.old, work.value(change.key))
+        apply_changes(framework, work, [change])
+
+
+def test_old_value_follows_a_rename_and_defaults(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.yaml"
+    typo.write_text((AREAL / "colocated_a40.yaml").read_text().replace("  mem_fraction_static:", "  mem_fraction_statc:"))
+    result = fix_config(typo, snapshot=load_snapshot(GPU / "a40_idle.json", confinement=ANYWHERE), confinement=ANYWHERE)
+    assert [c.op for c in result.changes][:1] == ["rename"]
+    fraction = next(c for c in result.changes if c.key == "sglang.mem_fraction_static")
+    assert fraction.old == 0.8  # the renamed key's value, not None
+    timeouts = fix_config(AREAL / "request_timeouts.yaml", spot=True, confinement=ANYWHERE)
+    change = next(c for c in timeouts.changes if c.key == "rollout.request_timeout")
+    assert (change.old, change.new) == (3600, 7200)  # AReaL's documented default, as lint reads it
+
+
+@pytest.mark.parametrize(("path", "rule", "options", "key", "new"), FIXED, ids=lambda v: v.name if isinstance(v, Path) else None)
+def test_everything_lint_marks_fixable_is_fixed_or_listed(path: Path, rule: str, options: dict, key: str, new) -> None:
+    opts = _options(options)
+    for spot in (False, True):
+        opts["spot"] = spot
+        lint = lint_config(path, snapshot=opts.get("snapshot"), spot=spot, confinement=ANYWHERE)
+        result = fix_config(path, **opts, confinement=ANYWHERE)
+        handled = {c.key for c in result.changes} | {c.key for c in result.actions}
+        for problem in lint.problems:
+            for change in problem.changes:
+                assert change.key in handled, (problem.rule, change.key, spot)
+
+
+def test_an_info_level_fix_is_listed_to_do_by_hand() -> None:
+    result = fix_config(AREAL / "fileroot_tmp.yaml", confinement=ANYWHERE)
+    assert not result.changes
+    action = next(a for a in result.actions if a.key == "cluster.fileroot")
+    assert action.reason.startswith("edit by hand") and "info only" in action.reason

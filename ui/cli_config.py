@@ -95,7 +95,12 @@ def render_fix(result: Any) -> str:
         lines.append(f"failure phase(s) from the log: {', '.join(result.phases)}")
     left = [p for p in result.remaining if p.severity in ("critical", "error", "warning")]
     if not result.changes:
-        lines.append(f"{result.path}: no automatic fix for the problems below" if left else f"{result.path}: no change needed")
+        if left:
+            lines.append(f"{result.path}: no automatic fix for the problems below")
+        elif result.actions:
+            lines.append(f"{result.path}: no automatic change; to do by hand:")
+        else:
+            lines.append(f"{result.path}: no change needed")
     else:
         lines.append(f"{len(result.changes)} change(s) to {result.path}:")
         for i, c in enumerate(result.changes, 1):

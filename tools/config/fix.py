@@ -19,6 +19,7 @@ Changes to the same key are applied once (the first wins).
 
 from __future__ import annotations
 
+
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -513,10 +514,13 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
         chosen.append(change)
     work = config.copy() if framework == "areal" else _copy_launch(config)
     applied: list[Fix] = []
+    # Renames of misspelt options first: the rules' changes then see the renamed keys.
+    chosen.sort(key=lambda c: c.op != "rename")
     # Fixes can expose new problems (fewer GPUs -> SGLang and trainer now share one): re-lint and
     # fix again, a few rounds at most, never touching a key twice.
     for _round in range(MAX_ROUNDS):
         for change in chosen:
+            change = in_effect(framework, work, change)
             try:
                 apply_changes(framework, work, [change])
             except UserError as exc:
@@ -535,10 +539,40 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
         if not chosen:
             break
     alternatives = [a for a in alternatives if a.key not in seen]
+    actions += _by_hand(problems, applied, actions)
     return FixResult(
         path=config.path, framework=framework, problems=problems, changes=applied, alternatives=alternatives,
         actions=actions, remaining=remaining, text=work.dump(), diff=redact(work.diff()), phases=ctx.phases,
     )
+
+
+def in_effect(framework: str, config: Any, change: Fix) -> Fix:
+    """``change`` with ``old`` set to the value in effect where it applies (after earlier renames,
+    documented defaults included). A rename's old value is the old name; a switch's stray value stays as written."""
+    if change.op in ("rename", "action", "remove_value"):
+        return change
+    return change.model_copy(update={"old": config.value(change.key)})
+
+
+def _by_hand(problems: list[Finding], applied: list[Fix], actions: list[Fix]) -> list[Fix]:
+    """Every change lint offered that was not applied, listed for the user with the reason."""
+    done = {(c.key, c.op) for c in applied} | {(c.key, "action") for c in actions}
+    touched = {c.key for c in applied}
+    out: list[Fix] = []
+    for problem in problems:
+        for change in problem.fixes:
+            if (change.key, change.op) in done or (change.key, "action") in done:
+                continue
+            if problem.severity not in FIX_SEVERITIES:
+                why = f"not applied automatically ({problem.severity} only): {change.why}"
+            elif change.key in touched:
+                why = f"not applied: another fix already changes {change.key}"
+            else:
+                why = f"not applied: {change.why}"
+            out.append(change.model_copy(update={"op": "action", "action": "",
+                                                 "why": f"edit by hand if you want it: {change}; {why}"}))
+            done.add((change.key, "action"))
+    return out
 
 
 def _copy_launch(launch: Any) -> Any:

@@ -380,11 +380,18 @@ class SlimeLaunch(EditableText):
         from rlmedic.tools.config.slime_flags import default_of, spec
 
         entry = spec(flag) or {}
-        if self.has(flag):
-            if entry.get("nargs") == 0:
-                return entry.get("action") != "store_false"
-            return self.get(flag)
-        return default_of(flag)
+        if not self.has(flag):
+            return default_of(flag)
+        if entry.get("nargs") == 0:
+            return entry.get("action") != "store_false"
+        value = self.get(flag)
+        kind = {"int": int, "float": float}.get(entry.get("type", ""))
+        if kind is not None and value is not None and entry.get("nargs") in (None, "?"):
+            try:
+                return kind(value)
+            except ValueError:
+                return value  # a value the script computes at run time, as written
+        return value
 
     def value_int(self, flag: str) -> int | None:
         value = self.value(flag)

@@ -68,7 +68,7 @@ def suggest(flag: str) -> str | None:
     known = flags()
     prefix = flag[: flag.find("-", 2) + 1] if flag.find("-", 2) > 0 else "--"
     same_family = [k for k in known if k.startswith(prefix)]
-    for pool, cutoff in ((same_family, 0.8), (list(known), 0.85)):
+    for pool, cutoff in ((same_family, 0.88), (list(known), 0.9)):
         close = difflib.get_close_matches(flag, pool, n=1, cutoff=cutoff)
         if close:
             return close[0]
