@@ -362,3 +362,22 @@ def test_an_info_level_fix_is_listed_to_do_by_hand() -> None:
     assert not result.changes
     action = next(a for a in result.actions if a.key == "cluster.fileroot")
     assert action.reason.startswith("edit by hand") and "info only" in action.reason
+
+
+def test_separation_is_the_default_and_the_fixed_config_relints_clean(tmp_path: Path) -> None:
+    """The issue's case: no scheduling_strategy, an 8-GPU node, both engines on d8."""
+    lint = lint_config(AREAL / "separation_default.yaml", confinement=ANYWHERE)
+    [problem] = [p for p in lint.problems if p.severity == "error"]
+    assert problem.rule == "areal-backend-fits-cluster"
+    assert "16 GPUs requested, 8 available" in problem.message and "separation (the default)" in problem.message
+    result = fix_config(AREAL / "separation_default.yaml", confinement=ANYWHERE)
+    assert [(c.key, c.old, c.new) for c in result.changes] == [("rollout.backend", "sglang:d8", "sglang:d4"),
+                                                                ("actor.backend", "fsdp:d8", "fsdp:d4")]
+    out = write_corrected(AREAL / "separation_default.yaml", tmp_path / "fixed.yaml", result.changes,
+                          confinement=Confinement.for_paths([AREAL / "separation_default.yaml"]))
+    assert lint_config(out, confinement=ANYWHERE).problems == []
+    # said explicitly, colocation shares the 8 GPUs and is no longer a count problem
+    colocated = tmp_path / "colocated.yaml"
+    colocated.write_text((AREAL / "separation_default.yaml").read_text().replace(
+        '  backend: "sglang:d8"\n', '  backend: "sglang:d8"\n  scheduling_strategy:\n    type: colocation\n'))
+    assert not [p for p in lint_config(colocated, confinement=ANYWHERE).problems if p.rule == "areal-backend-fits-cluster"]
