@@ -43,7 +43,7 @@ def severity_rank(severity: str) -> int:
 
 
 CitationKind = Literal["card", "doc", "log", "issue", "config"]
-FixOp = Literal["set", "delete", "rename", "add_flag", "remove_flag", "action"]
+FixOp = Literal["set", "delete", "rename", "add_flag", "remove_flag", "remove_value", "action"]
 
 
 class Citation(BaseModel):
@@ -143,6 +143,8 @@ class Fix(BaseModel):
             return f"remove {self.key}"
         if self.op == "rename":
             return f"rename {self.key} to {self.new}"
+        if self.op == "remove_value":
+            return f"drop the value {self.old!r} after the switch {self.key}"
         return f"set {self.key} to {self.new}" + (f" (was {self.old})" if self.old is not None else "")
 
     def to_dict(self) -> dict[str, Any]:

@@ -353,7 +353,7 @@ def test_everything_lint_marks_fixable_is_fixed_or_listed(path: Path, rule: str,
         result = fix_config(path, **opts, confinement=ANYWHERE)
         handled = {c.key for c in result.changes} | {c.key for c in result.actions}
         for problem in lint.problems:
-            for change in problem.changes:
+            for change in problem.fixes:
                 assert change.key in handled, (problem.rule, change.key, spot)
 
 

@@ -55,7 +55,7 @@ def test_misspelt_flag_gets_did_you_mean_and_a_rename(wrong: str, right: str, li
     problem = problems[0]
     assert problem.rule == "slime-unknown-flag" and problem.severity == "error" and problem.line == line
     assert f"did you mean {meant}?" in problem.message and problem.suggestion == meant
-    change = problem.changes[0]
+    change = problem.fixes[0]
     assert (change.op, change.key, change.new) == ("rename", typo, meant)
     fixed = fix_parsed("slime", parse_slime_launch(SCRIPT.replace(wrong, right), "run.sh"), LintContext())
     assert wrong in fixed.text and typo not in fixed.text
@@ -84,7 +84,7 @@ def test_value_outside_the_choices_gets_the_closest() -> None:
     problems = _flag_problems(SCRIPT.replace("--advantage-estimator grpo", f"--advantage-estimator {wrong}"))
     assert [(p.rule, p.suggestion) for p in problems] == [("slime-flag-choice", right)]
     assert f"did you mean {right!r}?" in problems[0].message
-    assert problems[0].changes[0].new == right and problems[0].changes[0].old == wrong
+    assert problems[0].fixes[0].new == right and problems[0].fixes[0].old == wrong
 
 
 @pytest.mark.parametrize(("value", "op", "expect"), [("true", "remove_value", "--colocate \\"), ("false", "remove_flag", None)])
@@ -92,7 +92,7 @@ def test_switch_given_a_value(value: str, op: str, expect: str | None) -> None:
     text = SCRIPT.replace("--colocate \\", f"--colocate {value} \\")
     problems = _flag_problems(text)
     assert [(p.rule, p.key) for p in problems] == [("slime-switch-value", "--colocate")]
-    assert problems[0].changes[0].op == op
+    assert problems[0].fixes[0].op == op
     if value == "false":
         assert "still on" in problems[0].message
     fixed = fix_parsed("slime", parse_slime_launch(text, "run.sh"), LintContext())

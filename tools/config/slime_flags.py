@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlmedic.tools.citations import doc_citation
-from rlmedic.tools.config.rules import Change, Problem
+from rlmedic.tools.config.rules import config_finding
+from rlmedic.types import Finding, Fix
 
 if TYPE_CHECKING:  # pragma: no cover
     from rlmedic.tools.config.slime import FlagOccurrence, SlimeLaunch
@@ -88,10 +89,10 @@ def _convert(value: str, kind: str) -> Any:
     return value
 
 
-def check_flags(launch: SlimeLaunch) -> list[Problem]:
+def check_flags(launch: SlimeLaunch) -> list[Finding]:
     """Unknown flags (with a suggestion), values of the wrong type or outside the choices,
     switches given a value and value flags given none."""
-    problems: list[Problem] = []
+    problems: list[Finding] = []
     for occ in launch.flags:
         entry = spec(occ.flag)
         if entry is None:
@@ -103,34 +104,34 @@ def check_flags(launch: SlimeLaunch) -> list[Problem]:
     return problems
 
 
-def _unknown(launch: SlimeLaunch, occ: FlagOccurrence) -> Problem:
+def _unknown(launch: SlimeLaunch, occ: FlagOccurrence) -> Finding:
     close = suggest(occ.flag)
     if close:
         citation = _citation(close, spec(close))
-        return Problem(
-            key=occ.flag, line=occ.line, rule="slime-unknown-flag", severity="error", citation=citation, suggestion=close,
-            message=f"{occ.flag} is not a slime flag; did you mean {close}? slime ignores flags it does not know, "
-                    f"so this setting has no effect and {close} keeps its default"
-                    + (f" ({default_of(close)})" if default_of(close) is not None else ""),
-            changes=[Change(occ.flag, occ.flag, close, f"{close} is the flag slime reads", citation,
-                            "slime-unknown-flag", "rename", [citation])],
+        default = default_of(close)
+        return config_finding(
+            occ.flag, f"{occ.flag} is not a slime flag; did you mean {close}? slime ignores flags it does not know, "
+                      f"so this setting has no effect and {close} keeps its default" + (f" ({default})" if default is not None else ""),
+            "error", rule="slime-unknown-flag", line=occ.line, suggestion=close, citation=citation,
+            fixes=[Fix(op="rename", key=occ.flag, old=occ.flag, new=close, why=f"{close} is the flag slime reads",
+                       rule="slime-unknown-flag", citations=(citation,))],
         )
-    return Problem(
-        key=occ.flag, line=occ.line, rule="slime-unknown-flag", severity="warning", citation=_citation(occ.flag, None),
-        message=f"{occ.flag} is not a flag of slime, Megatron-LM or SGLang (at {sources_line()}); slime ignores it "
-                "unless your own arguments provider (--custom-config-path / add_custom_arguments) defines it",
+    return config_finding(
+        occ.flag, f"{occ.flag} is not a flag of slime, Megatron-LM or SGLang (at {sources_line()}); slime ignores it "
+                  "unless your own arguments provider (--custom-config-path / add_custom_arguments) defines it",
+        "warning", rule="slime-unknown-flag", line=occ.line, citation=_citation(occ.flag, None),
     )
 
 
-def _check_values(launch: SlimeLaunch, occ: FlagOccurrence, entry: dict[str, Any]) -> Problem | None:
+def _check_values(launch: SlimeLaunch, occ: FlagOccurrence, entry: dict[str, Any]) -> Finding | None:
     kind = entry.get("type", "str")
     nargs = entry.get("nargs")
     values = occ.resolved or occ.values
     citation = _citation(occ.flag, entry)
 
-    def problem(message: str, rule: str, changes: list[Change] | None = None, suggestion: str = "") -> Problem:
-        return Problem(key=occ.flag, message=message, severity="error", citation=citation, rule=rule, line=occ.line,
-                       suggestion=suggestion, changes=list(changes or []))
+    def problem(message: str, rule: str, changes: list[Fix] | None = None, suggestion: str = "") -> Finding:
+        return config_finding(occ.flag, message, "error", citation=citation, rule=rule, line=occ.line,
+                              suggestion=suggestion, fixes=list(changes or []))
 
     if nargs == 0:
         if not values:
@@ -145,12 +146,12 @@ def _check_values(launch: SlimeLaunch, occ: FlagOccurrence, entry: dict[str, Any
         if word in _FALSE:
             msg = (f"{occ.flag} is a switch: the value {values[0]!r} is ignored and the switch is still "
                    f"{'on' if on else 'off'}; leave the flag out to keep the default")
-            change = Change(occ.flag, values[0], None, "a switch is set by its presence; remove it to turn it off",
-                            citation, "slime-switch-value", "remove_flag", [citation])
+            change = Fix(op="remove_flag", key=occ.flag, old=values[0], new=None, rule="slime-switch-value",
+                         why="a switch is set by its presence; remove it to turn it off", citations=(citation,))
         else:
             msg = f"{occ.flag} is a switch and takes no value: {values[0]!r} is ignored (the flag alone turns it on)"
-            change = Change(occ.flag, values[0], True, "a switch is set by its presence alone", citation,
-                            "slime-switch-value", "remove_value", [citation])
+            change = Fix(op="remove_value", key=occ.flag, old=values[0], new=True, rule="slime-switch-value",
+                         why="a switch is set by its presence alone", citations=(citation,))
         return problem(msg, "slime-switch-value", [change])
     if not values:
         if nargs in ("?", "*"):
@@ -173,8 +174,8 @@ def _check_values(launch: SlimeLaunch, occ: FlagOccurrence, entry: dict[str, Any
             listed = ", ".join(str(c) for c in choices[:12]) + (", ..." if len(choices) > 12 else "")
             changes = []
             if close and (nargs in (None, "?")):
-                changes.append(Change(occ.flag, value, close[0], "the closest allowed value", citation,
-                                      "slime-flag-choice", "set", [citation]))
+                changes.append(Fix(op="set", key=occ.flag, old=value, new=close[0], why="the closest allowed value",
+                                   rule="slime-flag-choice", citations=(citation,)))
             return problem(f"{occ.flag} {value!r} is not one of {listed}" + (f"; did you mean {close[0]!r}?" if close else ""),
                            "slime-flag-choice", changes, suggestion=close[0] if close else "")
     return None
