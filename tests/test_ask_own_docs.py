@@ -48,7 +48,9 @@ def test_ask_offline_leads_with_the_user_doc_and_says_where_fixes_come_from(inde
     result = runner.invoke(app, ["ask", QUESTION, "--offline", "--index-dir", str(index_dir), "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert "verifier.md" in data["citations"][0] and "Reward verifier timing out" in data["citations"][0]
+    first_cite = data["citations"][0]
+    assert first_cite["kind"] == "doc" and first_cite["ref"].endswith("verifier.md")
+    assert first_cite["section"].endswith("Reward verifier timing out")
     first = data["answer"].splitlines()[0]
     assert first.startswith("From your documents (") and "[1]" in first
     assert "VERIFIER_TIMEOUT_S" in first  # the doc's own fix, quoted
@@ -60,5 +62,5 @@ def test_a_card_that_matches_better_still_comes_first(index_dir: Path) -> None:
     result = runner.invoke(app, ["ask", "sglang keeps running out of memory during rollout", "--offline",
                                  "--index-dir", str(index_dir), "--json"])
     data = json.loads(result.stdout)
-    assert data["citations"][0].startswith("card:oom-sglang-generation")
+    assert data["citations"][0]["kind"] == "card" and data["citations"][0]["ref"] == "oom-sglang-generation"
     assert "From your documents" not in data["answer"]
