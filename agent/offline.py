@@ -210,11 +210,23 @@ def issue_sentences(question: str, hit: Any, ref: int) -> list[str]:
 
 def compose(question: str, results: list[Any], kb: Any) -> Answer:
     """Ground an answer in ``results`` and the knowledge base; write its text."""
-    answer = ground(Answer(answer="", engine="offline"), results)
+    from rlmedic.knowledge.retrieve import key_sentences
+
+    answer = Answer(answer="", engine="offline")
+    # An attached log decides the answer; otherwise the user's own documents that match the question
+    # better than any card (one ranking) lead it and are cited first.
+    attached_log = any(getattr(r, "name", "") == "diagnose" and not isinstance(r, Result) for r in results)
+    lead = [] if attached_log else _leading_documents(question, kb)
+    for doc in lead:
+        answer.cite(doc.citation)
+    answer = ground(answer, results)
     framework = detect_framework(question)
     cards = _cards(question, answer, kb)
     answer.cards = [c.id for c, _ in cards]
     lines: list[str] = []
+    for doc in lead:
+        where = doc.source + (f" § {doc.section}" if doc.section else "")
+        lines.append(f"From your documents ({where}) [{answer.cite(doc.citation)}]: {key_sentences(doc, question)}")
     if answer.root_cause:
         where = f" [{answer.cite(_log_citation(answer.evidence[0]))}]" if answer.evidence else ""
         lines.append(f"From the log: {answer.root_cause}{where}.")
@@ -222,12 +234,6 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
     issues = kb.search(question, 2, kind="issue") if kb is not None and kb.has_issues() else []
     for hit in (h for h in issues if h.matched_error):
         lines += issue_sentences(question, hit, answer.cite(hit.citation))
-    from rlmedic.knowledge.retrieve import key_sentences
-
-    lead = _leading_documents(question, answer, kb)
-    for doc in lead:  # the user's own docs that match better than any card come first
-        where = doc.source + (f" § {doc.section}" if doc.section else "")
-        lines.append(f"From your documents ({where}) [{answer.cite(doc.citation)}]: {key_sentences(doc, question)}")
     card_fix_texts: set[str] = set()
     if cards:
         best, best_score = cards[0]
@@ -237,7 +243,7 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
         card_fixes = [f for f in best.fixes if not framework or not f.framework or f.framework == framework] or list(best.fixes)
         shown = {str(f) for f in answer.fixes}
         answer.fixes += [f for f in card_fixes if str(f) not in shown]
-        card_fix_texts = {str(f) for f in card_fixes} - shown
+        card_fix_texts = {str(f) for f in best.fixes}
         tags = {str(fix): fix.framework for fix in best.fixes}
     else:
         tags = {}
@@ -248,8 +254,9 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
         for i, fix in enumerate(answer.fixes[:6], 1):
             text = str(fix)
             tag = f" [{tags[text]}]" if tags.get(text) and not framework else ""
-            ref = f" [{answer.cite(fix.citation)}]" if fix.citation and fix.citation.kind != "card" else ""
-            if not ref and text in card_fix_texts:  # say where each fix comes from: the card above
+            # say where each fix comes from: its own citation, else the card it was taken from
+            ref = f" [{answer.cite(fix.citation)}]" if fix.citation else ""
+            if not ref and text in card_fix_texts:
                 ref = f" [{answer.cite(cards[0][0].citation)}]"
             why = f": {fix.why.rstrip('.')}" if fix.why and fix.key and fix.why not in text else ""
             lines.append(f"  {i}. {text}{why}{tag}{ref}")
@@ -272,11 +279,11 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
     return answer
 
 
-def _leading_documents(question: str, answer: Answer, kb: Any) -> list[Any]:
-    """The user's indexed documents ranked above every card for this question (one scale), when no log decided."""
+def _leading_documents(question: str, kb: Any) -> list[Any]:
+    """The user's indexed documents ranked above every card for this question (one scale)."""
     from rlmedic.knowledge.retrieve import leading_documents
 
-    if kb is None or answer.root_cause or not kb.has_documents():
+    if kb is None or not kb.has_documents():
         return []
     return leading_documents(kb.search(question, 6))
 

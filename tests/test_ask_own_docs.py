@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,12 @@ def test_ask_offline_leads_with_the_user_doc_and_says_where_fixes_come_from(inde
     first = data["answer"].splitlines()[0]
     assert first.startswith("From your documents (") and "[1]" in first
     assert "VERIFIER_TIMEOUT_S" in first  # the doc's own fix, quoted
-    assert "from playbook card " in data["answer"]  # the card's fixes say where they come from
+    # every fix says where it comes from: a numbered source, here the playbook card behind it
+    fix_lines = [line for line in data["answer"].split("What to change")[1].splitlines()[1:] if re.match(r"  \d+\. ", line)]
+    assert fix_lines
+    for line in fix_lines:
+        number = int(re.search(r"\[(\d+)\]$", line).group(1))
+        assert data["citations"][number - 1]["kind"] == "card", line
     assert data["answer"].index("[1]") < data["answer"].index("[2]")
 
 

@@ -158,6 +158,8 @@ SUMMARIES = {
     "lint-config": "Check an AReaL or slime config; changes nothing.",
     "fix-config": "Propose a corrected config, each change cited.",
     "mcp": "Serve the read-only tools over MCP.",
+    "serve-model": "Start SGLang for a local model and print its URL.",
+    "eval": "Score the agent on a set of cases.",
 }
 
 

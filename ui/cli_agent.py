@@ -44,6 +44,9 @@ def ask(
     from rlmedic.agent.llm import LLMConfig
     from rlmedic.ui.cli import print_json
 
+    from rlmedic.ui.cli_knowledge import existing_index_dir
+
+    existing_index_dir(index_dir)
     config = None if offline else LLMConfig.resolve(base_url=base_url, model=model, api_key=api_key)
     with Attachments(attach) as files:
         ctx = files.context(index_dir=index_dir)
@@ -123,7 +126,10 @@ def eval_cases(
     from rlmedic.ui.cli import print_json
 
     config = None if offline else LLMConfig.resolve(base_url=base_url, model=model)
-    report = evaluate(load_cases(cases), offline=offline, config=config, kb=KnowledgeBase(index_dir), record=record)
+    from rlmedic.ui.cli_knowledge import existing_index_dir
+
+    report = evaluate(load_cases(cases), offline=offline, config=config, kb=KnowledgeBase(existing_index_dir(index_dir)),
+                      record=record)
     if json_out:
         print_json(report.to_dict())
         return
