@@ -46,7 +46,7 @@ def ask(
 
     from rlmedic.ui.cli_knowledge import existing_index_dir
 
-    existing_index_dir(index_dir)
+    existing_index_dir(index_dir, chroma_url)
     config = None if offline else LLMConfig.resolve(base_url=base_url, model=model, api_key=api_key)
     with Attachments(attach) as files:
         ctx = files.context(index_dir=index_dir)

@@ -21,12 +21,13 @@ def use_chroma_url(url: str | None) -> None:
         os.environ["RLMEDIC_CHROMA_URL"] = url
 
 
-def existing_index_dir(index_dir: Optional[Path]) -> Optional[Path]:
+def existing_index_dir(index_dir: Optional[Path], chroma_url: Optional[str] = None) -> Optional[Path]:
     """``--index-dir`` for a command that reads the index: it must exist (only ``index`` creates one),
-    so a mistyped path is an error rather than a new, empty index."""
+    so a mistyped path is an error rather than a new, empty index. With ``--chroma-url`` the server
+    holds the index, and reaching it is the check that matters."""
     from rlmedic.errors import UserError
 
-    if index_dir is not None and not index_dir.expanduser().is_dir():
+    if index_dir is not None and not chroma_url and not index_dir.expanduser().is_dir():
         raise UserError(f"--index-dir {index_dir}: no such folder; `rlmedic index --index-dir {index_dir} DOCS...` "
                         "creates an index there")
     return index_dir
@@ -82,7 +83,7 @@ def search(
     if kind not in (None, "doc", "card", "issue"):
         raise UserError(f"--kind must be 'doc', 'card' or 'issue', not {kind!r}")
     results = run_tool("search_docs", {"query": query, "k": k, "kind": kind}, roots=[],
-                       index_dir=existing_index_dir(index_dir))
+                       index_dir=existing_index_dir(index_dir, chroma_url))
     if json_out:
         print_json({"results": [r.to_dict() for r in results]})
         return
