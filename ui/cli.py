@@ -151,7 +151,7 @@ SUMMARIES = {
     "diagnose": "Find the root cause in training logs, with its fix.",
     "excerpt": "Print the most telling lines of a log, redacted.",
     "index": "Add your own documents to the knowledge base.",
-    "search": "Search your indexed docs and the playbook cards.",
+    "search": "Search your docs, the playbook cards and issue threads.",
     "ask": "Ask a troubleshooting question; the answer cites sources.",
     "gpu": "Show GPU memory and processes; flag leftovers.",
     "checkpoints": "List and check checkpoints; print how to resume.",
@@ -159,6 +159,9 @@ SUMMARIES = {
     "fix-config": "Propose a corrected config, each change cited.",
     "mcp": "Serve the read-only tools over MCP.",
     "serve-model": "Start SGLang for a local model and print its URL.",
+    "sync-issues": "Index closed upstream issues that record a fix.",
+    "chat": "Chat about a failed run in the terminal.",
+    "web": "Serve the chat as a local web page.",
     "eval": "Score the agent on a set of cases.",
 }
 

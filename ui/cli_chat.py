@@ -36,7 +36,10 @@ def chat(
     from rlmedic.agent.conversation import Conversation
     from rlmedic.ui.chat import chat_loop
 
-    conv = Conversation(offline=offline, config=_config(offline, base_url, model, api_key), index_dir=index_dir)
+    from rlmedic.ui.cli_knowledge import existing_index_dir
+
+    conv = Conversation(offline=offline, config=_config(offline, base_url, model, api_key),
+                        index_dir=existing_index_dir(index_dir))
     if attach:
         conv.attach(*attach)
     code = chat_loop(conv)
@@ -78,6 +81,8 @@ def web(
         if not sep or not user or not password:
             raise UserError("--auth must be USER:PASS")
         credentials = (user, password)
-    settings = WebSettings(offline=offline, config=_config(offline, base_url, model, api_key), index_dir=index_dir,
+    from rlmedic.ui.cli_knowledge import existing_index_dir
+
+    settings = WebSettings(offline=offline, config=_config(offline, base_url, model, api_key), index_dir=existing_index_dir(index_dir),
                            max_upload_mb=max_upload_mb)
     launch(settings, host=host, port=port, auth=credentials, block=True)
