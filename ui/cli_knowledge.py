@@ -29,7 +29,7 @@ def existing_index_dir(index_dir: Optional[Path], chroma_url: Optional[str] = No
 
     if index_dir is not None and not chroma_url and not index_dir.expanduser().is_dir():
         raise UserError(f"--index-dir {index_dir}: no such folder; `rlmedic index --index-dir {index_dir} DOCS...` "
-                        "creates an index there")
+                        f"(or `rlmedic sync-issues --index-dir {index_dir}`) creates an index there")
     return index_dir
 
 
