@@ -128,11 +128,19 @@ def diagnose_text(text: str, name: str = "<input>", *, engine: str | None = None
     return _diagnose_sources([Source(name=name, data=text.encode("utf-8", errors="replace"))], None, [], engine)
 
 
+def diagnose_texts(texts: list[tuple[str, str]], *, catalog: Catalog | None = None) -> Diagnosis:
+    """Diagnose several in-memory texts as one run (``(name, text)`` pairs, e.g. the recent lines of each
+    rank log ``rlmedic watch`` follows); ``catalog`` overrides the shipped one (changed thresholds)."""
+    sources = [Source(name=name, data=text.encode("utf-8", errors="replace")) for name, text in texts]
+    return _diagnose_sources(sources, None, [], None, catalog)
+
+
 def _diagnose_sources(
-    sources: list[Source], confinement: Confinement | None, skipped: list[dict[str, str]], engine: str | None
+    sources: list[Source], confinement: Confinement | None, skipped: list[dict[str, str]], engine: str | None,
+    catalog: Catalog | None = None,
 ) -> Diagnosis:
     started = time.perf_counter()
-    catalog = builtin_catalog()
+    catalog = catalog or builtin_catalog()
     metrics = MetricCollector(catalog.metrics)
     scanner = Scanner(catalog, on_metric=metrics.feed, on_table=metrics.feed_table, engine=engine)
     result = scanner.scan(sources, confinement)
