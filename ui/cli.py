@@ -131,6 +131,8 @@ COMMAND_MODULES = (
     "rlmedic.ui.cli_mcp",
     "rlmedic.ui.cli_chat",
     "rlmedic.ui.cli_agent",
+    "rlmedic.ui.cli_slack",
+    "rlmedic.ui.cli_watch",
 )
 
 

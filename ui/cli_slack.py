@@ -1,0 +1,62 @@
+"""``rlmedic slack``: run the Slack bot (Socket Mode by default, ``--http`` for the Events API)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rlmedic.errors import UserError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("slack")(slack)
+
+
+def slack(
+    http: bool = typer.Option(False, "--http", help="Serve the Events API over HTTP (needs SLACK_SIGNING_SECRET) instead of Socket Mode."),
+    port: int = typer.Option(3000, "--port", help="HTTP port (with --http)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="HTTP address (with --http); keep loopback behind a TLS proxy."),
+    allow_channel: list[str] = typer.Option([], "--allow-channel", metavar="ID",
+                                            help="Answer only in these channels (repeatable; default $RLMEDIC_SLACK_CHANNELS, else all)."),
+    allow_user: list[str] = typer.Option([], "--allow-user", metavar="ID",
+                                         help="Answer only these users (repeatable; default $RLMEDIC_SLACK_USERS, else all)."),
+    rate_per_minute: float = typer.Option(6.0, "--rate", min=0.1, help="Questions per user per minute (after a burst of 3)."),
+    max_file_mb: float = typer.Option(20.0, "--max-file-mb", min=0.01, help="Largest attachment downloaded, in MiB."),
+    offline: bool = typer.Option(False, "--offline", help="Answer without an LLM (the offline engine)."),
+    index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: $RLMEDIC_HOME/index)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each event handled or ignored."),
+) -> None:
+    """Run the rlmedic Slack bot: answers @mentions and DMs in threads (tokens from SLACK_* variables)."""
+    from rlmedic.ui.slack_app import SlackBot, SlackSettings, build_app, serve_http
+
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    settings = SlackSettings.from_env(
+        allowed_channels=frozenset(allow_channel), allowed_users=frozenset(allow_user),
+        rate_per_minute=rate_per_minute, max_file_bytes=int(max_file_mb * 2**20), offline=offline or None,
+        index_dir=str(index_dir) if index_dir else None,
+    )
+    if not settings.bot_token:
+        raise UserError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-...; see README: the Slack bot)")
+    if not http and not settings.app_token:
+        raise UserError("Socket Mode needs SLACK_APP_TOKEN (an app-level token, xapp-..., scope connections:write); "
+                        "or run with --http and SLACK_SIGNING_SECRET")
+    bot = SlackBot(settings)
+    app = build_app(bot, socket_mode=not http)
+    if http:
+        server = serve_http(app, host, port)
+        typer.echo(f"rlmedic slack: Events API on http://{host}:{server.server_address[1]}/slack/events", err=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+        return
+    from slack_bolt.adapter.socket_mode import SocketModeHandler
+
+    typer.echo("rlmedic slack: connecting over Socket Mode (Ctrl-C stops)", err=True)
+    SocketModeHandler(app, os.environ.get("SLACK_APP_TOKEN", settings.app_token)).start()

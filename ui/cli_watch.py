@@ -1,0 +1,99 @@
+"""``rlmedic watch``: follow live training logs and alert once per incident.
+
+Thin: the following and the incident logic live in ``tools/logs/follow.py`` and
+``agent/watch.py``; this module parses flags and delivers each alert to one place:
+Slack (``chat.postMessage`` with the bot token in ``SLACK_BOT_TOKEN`` and
+``--slack-channel``), a webhook (``--webhook``: a JSON POST with ``text``, which Slack
+incoming webhooks accept, plus the structured ``alert``), or standard output.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+from rlmedic.errors import UserError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("watch")(watch)
+
+
+def slack_sink(token: str, channel: str, *, base_url: str | None = None) -> Callable[[Any], None]:
+    from rlmedic.ui.slack_client import make_client
+
+    client = make_client(token, base_url)
+
+    def post(alert: Any) -> None:
+        text = alert.text()
+        blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}}]
+        client.chat_postMessage(channel=channel, text=text[:3000], blocks=blocks, unfurl_links=False)
+
+    return post
+
+
+def webhook_sink(url: str) -> Callable[[Any], None]:
+    import httpx
+
+    def post(alert: Any) -> None:
+        try:
+            httpx.post(url, json={"text": alert.text(), "alert": alert.to_dict()}, timeout=10).raise_for_status()
+        except httpx.HTTPError as exc:
+            typer.echo(f"rlmedic watch: webhook failed ({type(exc).__name__}); the alert follows", err=True)
+            typer.echo(alert.text())
+
+    return post
+
+
+def stdout_sink(alert: Any) -> None:
+    typer.echo(alert.text() + "\n", color=False)
+
+
+def choose_sink(slack_channel: str | None, webhook: str | None) -> tuple[str, Callable[[Any], None]]:
+    token = os.environ.get("SLACK_BOT_TOKEN", "")
+    if slack_channel and token:
+        return f"Slack channel {slack_channel}", slack_sink(token, slack_channel)
+    if slack_channel and not webhook:
+        raise UserError("--slack-channel needs SLACK_BOT_TOKEN in the environment (or use --webhook)")
+    if webhook:
+        if not webhook.startswith(("http://", "https://")):
+            raise UserError(f"--webhook {webhook}: not an http(s) URL")
+        return "the webhook", webhook_sink(webhook)
+    return "stdout", stdout_sink
+
+
+def watch(
+    paths: list[Path] = typer.Argument(..., metavar="PATH...", help="Log files or folders of rank logs to follow."),
+    slack_channel: Optional[str] = typer.Option(None, "--slack-channel", help="Post alerts to this channel (needs SLACK_BOT_TOKEN)."),
+    webhook: Optional[str] = typer.Option(None, "--webhook", help="POST alerts as JSON to this URL (a Slack incoming webhook works)."),
+    interval: float = typer.Option(10.0, "--interval", min=0.05, help="Seconds between looks at the logs."),
+    stall_minutes: float = typer.Option(30.0, "--stall-minutes", min=0, help="Alert when no training step for this long (0: off)."),
+    zero_reward_steps: int = typer.Option(10, "--zero-reward-steps", min=1, help="Circuit breaker: this many consecutive zero-reward steps."),
+    checkpoints: Optional[Path] = typer.Option(None, "--checkpoints", help="The run's checkpoint root: alerts include the recovery plan."),
+    from_end: bool = typer.Option(False, "--from-end", help="Ignore what the logs hold now; watch only new lines."),
+    once: bool = typer.Option(False, "--once", help="Look once, report, and exit."),
+) -> None:
+    """Follow live training logs and alert once per incident: failures, stalls, zero reward, NaN, gradient spikes."""
+    from rlmedic.agent.watch import WatchOptions, Watcher
+
+    if checkpoints is not None and not checkpoints.exists():
+        raise UserError(f"--checkpoints {checkpoints}: no such directory")
+    where, sink = choose_sink(slack_channel, webhook)
+    options = WatchOptions(interval=interval, stall_minutes=stall_minutes, zero_reward_steps=zero_reward_steps,
+                           checkpoints=str(checkpoints) if checkpoints else None, from_start=not from_end)
+    watcher = Watcher([str(p) for p in paths], options)
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+    if not once:
+        typer.echo(f"rlmedic watch: following {', '.join(map(str, paths))}; alerts go to {where} "
+                   f"(every {interval:g} s; Ctrl-C stops)", err=True)
+    sent = watcher.run(sink, stop=stop, once=once)
+    if once or sent:
+        typer.echo(f"rlmedic watch: {sent} alert(s)", err=True)

@@ -1,0 +1,376 @@
+"""The Slack bot: answers @mentions and DMs in a thread, with the agent behind it.
+
+Thin: Slack events come in through slack-bolt (Socket Mode, or HTTP with signature
+checks), this module applies the guards (allowlists, a per-user token bucket, file
+size caps, no bot loops, no duplicate deliveries), downloads the attachments into the
+thread's private folder (the only root the tools may read), runs
+:func:`rlmedic.agent.engine.answer_events` and renders its events: one message posted
+at once and updated in place as tool steps finish, then the answer in Block Kit and the
+config diff as a file. Everything posted goes through
+:class:`~rlmedic.ui.slack_client.RedactingWebClient`, so no secret reaches Slack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+import time
+import urllib.parse
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlmedic.confine import redact
+
+log = logging.getLogger("rlmedic.slack")
+
+#: Defaults for the guards (flags and environment variables override them).
+MAX_FILE_BYTES = 20 << 20
+MAX_FILES = 5
+RATE_BURST = 3
+RATE_PER_MINUTE = 6.0
+#: Least seconds between two progress updates of one message (Slack rate-limits chat.update).
+UPDATE_EVERY_S = 1.0
+_MENTION = re.compile(r"<@[A-Z0-9]+(?:\|[^>]*)?>")
+_SLACK_FILE_HOSTS = ("files.slack.com", "slack-files.com")
+
+
+def _ids(value: str | None) -> frozenset[str]:
+    return frozenset(v.strip() for v in (value or "").replace(" ", ",").split(",") if v.strip())
+
+
+@dataclass
+class SlackSettings:
+    bot_token: str
+    signing_secret: str = ""
+    app_token: str = ""
+    allowed_channels: frozenset[str] = frozenset()
+    allowed_users: frozenset[str] = frozenset()
+    rate_burst: int = RATE_BURST
+    rate_per_minute: float = RATE_PER_MINUTE
+    max_file_bytes: int = MAX_FILE_BYTES
+    max_files: int = MAX_FILES
+    offline: bool = False
+    api_url: str | None = None  # the Web API root (a test fake); default Slack's
+    index_dir: str | None = None
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> SlackSettings:
+        env = os.environ
+        values: dict[str, Any] = {
+            "bot_token": env.get("SLACK_BOT_TOKEN", ""),
+            "signing_secret": env.get("SLACK_SIGNING_SECRET", ""),
+            "app_token": env.get("SLACK_APP_TOKEN", ""),
+            "allowed_channels": _ids(env.get("RLMEDIC_SLACK_CHANNELS")),
+            "allowed_users": _ids(env.get("RLMEDIC_SLACK_USERS")),
+            "api_url": env.get("SLACK_API_URL") or None,
+        }
+        values.update({k: v for k, v in overrides.items() if v not in (None, "", frozenset())})
+        return cls(**values)
+
+
+class TokenBucket:
+    """Per-key token buckets: ``burst`` requests at once, refilled at ``per_minute``."""
+
+    def __init__(self, burst: int, per_minute: float, clock: Any = time.monotonic) -> None:
+        self.burst, self.rate, self.clock = max(1, burst), max(per_minute, 1e-6) / 60.0, clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, key: str) -> float:
+        """0 when allowed (a token is spent), else the seconds until one is available."""
+        with self._lock:
+            now = self.clock()
+            tokens, then = self._buckets.pop(key, (float(self.burst), now))
+            tokens = min(float(self.burst), tokens + (now - then) * self.rate)
+            wait = 0.0
+            if tokens >= 1:
+                tokens -= 1
+            else:
+                wait = (1 - tokens) / self.rate
+            self._buckets[key] = (tokens, now)
+            while len(self._buckets) > 10_000:
+                self._buckets.popitem(last=False)
+            return wait
+
+
+@dataclass
+class _Seen:
+    """Event deliveries already handled (Slack retries; a mention also arrives as a message)."""
+
+    keys: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def first(self, key: str) -> bool:
+        with self.lock:
+            if key in self.keys:
+                return False
+            self.keys[key] = None
+            while len(self.keys) > 2000:
+                self.keys.popitem(last=False)
+            return True
+
+
+class SlackBot:
+    """The bot's behaviour, independent of the transport (Socket Mode or HTTP)."""
+
+    def __init__(self, settings: SlackSettings, *, client: Any = None, store: Any = None) -> None:
+        from rlmedic.agent.threads import ThreadStore
+        from rlmedic.ui.slack_client import make_client
+
+        if not settings.bot_token:
+            from rlmedic.errors import UserError
+
+            raise UserError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-...)")
+        self.settings = settings
+        self.client = client or make_client(settings.bot_token, settings.api_url)
+        self.store = store or ThreadStore()
+        self.bucket = TokenBucket(settings.rate_burst, settings.rate_per_minute)
+        self.seen = _Seen()
+        self._limited_told: dict[str, float] = {}
+
+    # -- guards ------------------------------------------------------------------
+
+    def allowed(self, channel: str, user: str) -> bool:
+        s = self.settings
+        if s.allowed_channels and channel not in s.allowed_channels:
+            log.info("ignored: channel %s is not in the allowlist", channel)
+            return False
+        if s.allowed_users and user not in s.allowed_users:
+            log.info("ignored: user %s is not in the allowlist", user)
+            return False
+        return True
+
+    def _rate_limited(self, user: str, channel: str, thread_ts: str) -> bool:
+        wait = self.bucket.take(user)
+        if not wait:
+            return False
+        now = time.monotonic()
+        if now - self._limited_told.get(user, -1e9) > 60:  # say it once a minute, not per message
+            self._limited_told[user] = now
+            self.client.chat_postMessage(channel=channel, thread_ts=thread_ts,
+                                         text=f"<@{user}> you are asking faster than I can investigate; "
+                                              f"try again in {wait:.0f} s.")
+        log.info("rate-limited user %s (%.0f s)", user, wait)
+        return True
+
+    # -- events ------------------------------------------------------------------
+
+    def on_mention(self, event: dict[str, Any]) -> None:
+        self.handle(event)
+
+    def on_message(self, event: dict[str, Any]) -> None:
+        """DMs, and replies in a thread the bot already answers in (no new mention needed)."""
+        if event.get("channel_type") == "im":
+            self.handle(event)
+            return
+        thread_ts = event.get("thread_ts")
+        if thread_ts and self.store.known(f"{event.get('channel')}:{thread_ts}"):
+            self.handle(event)
+
+    def handle(self, event: dict[str, Any]) -> None:
+        if event.get("bot_id") or event.get("subtype") not in (None, "file_share", "thread_broadcast"):
+            return  # never answer bots (ourselves included) or edits/joins
+        channel, user, ts = event.get("channel", ""), event.get("user", ""), event.get("ts", "")
+        if not (channel and user and ts) or not self.seen.first(f"{channel}:{ts}"):
+            return
+        if not self.allowed(channel, user):
+            return
+        thread_ts = event.get("thread_ts") or ts
+        if self._rate_limited(user, channel, thread_ts):
+            return
+        try:
+            self.answer(event, channel, thread_ts)
+        except Exception as exc:  # noqa: BLE001 - the thread gets one line, the log gets the traceback
+            log.exception("answering %s:%s failed", channel, ts)
+            self.client.chat_postMessage(channel=channel, thread_ts=thread_ts,
+                                         text=f"Sorry, that failed ({type(exc).__name__}: {redact(str(exc))[:300]}).")
+
+    def answer(self, event: dict[str, Any], channel: str, thread_ts: str) -> None:
+        from rlmedic.agent.engine import answer_events
+        from rlmedic.agent.events import Failed, Final, ToolFinished, ToolStarted
+        from rlmedic.registry import ToolContext
+        from rlmedic.ui.slack_render import answer_blocks, notice_blocks, progress_blocks
+
+        thread_id = f"{channel}:{thread_ts}"
+        text, blocks = progress_blocks([])
+        placeholder = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
+        msg_ts = placeholder["ts"]
+        folder = self.store.files_dir(thread_id)
+        saved, skipped = self.download(event.get("files") or [], folder)
+        question = _MENTION.sub("", event.get("text") or "").strip()
+        if not question:
+            question = "What went wrong here?" if saved else "Hello"
+        ctx = ToolContext.for_roots([str(folder)], env_roots=False, index_dir=self.settings.index_dir)
+        steps: dict[str, tuple[str, str]] = {}
+        last_update = 0.0
+        final = None
+        for ev in answer_events(self.store.with_context(thread_id, question),
+                                attachments=self.store.attachments(thread_id), ctx=ctx,
+                                offline=self.settings.offline, thread_id=thread_id, kb=ctx.knowledge()):
+            if isinstance(ev, ToolStarted):
+                steps[ev.id] = (ev.name, "running")
+            elif isinstance(ev, ToolFinished):
+                steps[ev.id] = (ev.name, "ok" if ev.ok else (ev.error or "failed")[:200])
+                if time.monotonic() - last_update >= UPDATE_EVERY_S:
+                    last_update = time.monotonic()
+                    text, blocks = progress_blocks(list(steps.values()))
+                    self.client.chat_update(channel=channel, ts=msg_ts, text=text, blocks=blocks)
+            elif isinstance(ev, Final):
+                final = ev.answer
+            elif isinstance(ev, Failed):
+                text, blocks = notice_blocks(f"I could not finish: {ev.error}")
+                self.client.chat_update(channel=channel, ts=msg_ts, text=text, blocks=blocks)
+                return
+        if final is None:
+            return
+        diff = redact(final.config_diff.strip() + "\n") if final.config_diff.strip() else ""
+        diff_sha = hashlib.sha256(diff.encode()).hexdigest()[:16] if diff else ""
+        new_diff = bool(diff) and not self.store.diff_posted(thread_id, diff_sha)
+        text, blocks = answer_blocks(final, folder=str(folder), diff_attached=new_diff, diff_above=bool(diff) and not new_diff,
+                                     skipped=skipped, offline_flag=self.settings.offline)
+        self.client.chat_update(channel=channel, ts=msg_ts, text=text, blocks=blocks)
+        if new_diff:
+            self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=diff,
+                                        filename="config.diff", title="Suggested config change")
+        self.store.record(thread_id, question, attachments=[p.name for p in saved],
+                          summary=final.summary or final.root_cause, category=final.category, diff_sha=diff_sha)
+
+    # -- files -------------------------------------------------------------------
+
+    def _download_allowed(self, url: str) -> bool:
+        """Only Slack's file hosts (and the configured API host) ever see the bot token."""
+        host = urllib.parse.urlparse(url).hostname or ""
+        hosts = set(_SLACK_FILE_HOSTS)
+        api = self.settings.api_url or os.environ.get("SLACK_API_URL")
+        if api:
+            hosts.add(urllib.parse.urlparse(api).hostname or "")
+        return host in hosts or host.endswith(".slack.com")
+
+    def download(self, files: list[dict[str, Any]], folder: Path) -> tuple[list[Path], list[str]]:
+        """Save the message's files (capped in number and size) into ``folder``; notes for those skipped."""
+        import httpx
+
+        saved: list[Path] = []
+        skipped: list[str] = []
+        cap = self.settings.max_file_bytes
+        for i, meta in enumerate(files):
+            name = _safe_name(meta.get("name") or meta.get("title") or f"file-{i}")
+            if i >= self.settings.max_files:
+                skipped.append(f"{name}: skipped (at most {self.settings.max_files} files per message)")
+                continue
+            url = meta.get("url_private_download") or meta.get("url_private") or ""
+            if int(meta.get("size") or 0) > cap:
+                skipped.append(f"{name}: skipped, {int(meta['size']) / 2**20:.1f} MiB is over the {cap / 2**20:.0f} MiB cap")
+                continue
+            if not url or not self._download_allowed(url):
+                skipped.append(f"{name}: skipped (not a Slack-hosted file)")
+                continue
+            target = _unique(folder / name)
+            size = 0
+            try:
+                with httpx.stream("GET", url, headers={"Authorization": f"Bearer {self.settings.bot_token}"},
+                                  timeout=30, follow_redirects=False) as resp:
+                    resp.raise_for_status()
+                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    with os.fdopen(fd, "wb") as out:
+                        for chunk in resp.iter_bytes():
+                            size += len(chunk)
+                            if size > cap:
+                                raise _TooLarge()
+                            out.write(chunk)
+            except _TooLarge:
+                target.unlink(missing_ok=True)
+                skipped.append(f"{name}: skipped, larger than the {cap / 2**20:.0f} MiB cap")
+                continue
+            except httpx.HTTPError as exc:
+                target.unlink(missing_ok=True)
+                skipped.append(f"{name}: download failed ({type(exc).__name__})")
+                continue
+            saved.append(target)
+        return saved, skipped
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _safe_name(name: str) -> str:
+    name = Path(name.replace("\\", "/")).name
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".") or "file"
+    return name[:100]
+
+
+def _unique(path: Path) -> Path:
+    if not path.exists():
+        return path
+    for n in range(2, 1000):
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+        if not candidate.exists():
+            return candidate
+    raise OSError(f"{path}: too many files with this name")
+
+
+# -- the bolt app ----------------------------------------------------------------
+
+
+def build_app(bot: SlackBot, *, socket_mode: bool = False) -> Any:
+    """A slack-bolt ``App`` routing ``app_mention`` and ``message`` events to ``bot``.
+
+    In HTTP mode bolt refuses requests whose signature or timestamp (older than five
+    minutes) does not check out with the signing secret, with HTTP 401.
+    """
+    from slack_bolt import App
+
+    if not socket_mode and not bot.settings.signing_secret:
+        from rlmedic.errors import UserError
+
+        raise UserError("HTTP mode needs SLACK_SIGNING_SECRET (the app's signing secret)")
+    app = App(client=bot.client, signing_secret=bot.settings.signing_secret or None,
+              request_verification_enabled=not socket_mode, logger=log)
+
+    @app.event("app_mention")
+    def _mention(event: dict[str, Any]) -> None:
+        bot.on_mention(event)
+
+    @app.event("message")
+    def _message(event: dict[str, Any]) -> None:
+        bot.on_message(event)
+
+    return app
+
+
+def serve_http(app: Any, host: str, port: int, path: str = "/slack/events") -> Any:
+    """A small threaded HTTP server in front of ``app.dispatch`` (bind it to loopback behind a proxy)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from slack_bolt.request import BoltRequest
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            url = urllib.parse.urlparse(self.path)
+            if url.path != path:
+                self.send_error(404)
+                return
+            length = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
+            body = self.rfile.read(length).decode("utf-8", errors="replace")
+            headers = {k.lower(): [v] for k, v in self.headers.items()}
+            resp = app.dispatch(BoltRequest(body=body, query=url.query, headers=headers))
+            data = (resp.body or "").encode("utf-8")
+            self.send_response(resp.status)
+            for key, values in resp.headers.items():
+                for value in values:
+                    if key.lower() != "content-length":
+                        self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, fmt: str, *args: Any) -> None:
+            log.debug(fmt, *args)
+
+    return ThreadingHTTPServer((host, port), Handler)
