@@ -241,3 +241,25 @@ def test_a_planted_secret_is_never_posted(slack: FakeSlack) -> None:
     assert "Root cause" in posted and slack.uploads
     for secret in secrets + [BOT_TOKEN]:
         assert secret not in posted
+
+
+def test_the_manifest_asks_for_what_the_bot_uses() -> None:
+    import yaml
+
+    manifest = yaml.safe_load((Path(__file__).resolve().parents[1] / "ui" / "slack_manifest.yaml").read_text())
+    scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+    assert {"app_mentions:read", "chat:write", "files:read", "files:write", "im:history", "channels:history"} <= scopes
+    assert {"app_mention", "message.im", "message.channels"} <= set(manifest["settings"]["event_subscriptions"]["bot_events"])
+    assert manifest["settings"]["socket_mode_enabled"] is True
+
+
+def test_the_token_bucket_refills_over_time() -> None:
+    from rlmedic.ui.slack_app import TokenBucket
+
+    now = [0.0]
+    bucket = TokenBucket(burst=2, per_minute=6, clock=lambda: now[0])
+    assert bucket.take("u") == 0 and bucket.take("u") == 0
+    assert bucket.take("u") == pytest.approx(10.0)
+    assert bucket.take("v") == 0, "buckets are per user"
+    now[0] += 10
+    assert bucket.take("u") == 0
