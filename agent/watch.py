@@ -36,6 +36,10 @@ from rlmedic.tools.logs.follow import Follower
 #: must fit in it: 10 steps of AReaL stats tables are ~600 lines).
 WINDOW_LINES = 3000
 WINDOW_CHARS = 512 << 10
+#: Most characters diagnosed per tick over all files with new lines (many busy rank logs
+#: share it, each keeping at least :data:`MIN_SHARE`): bounds the CPU of a busy tick.
+TICK_CHARS = 4 << 20
+MIN_SHARE = 64 << 10
 #: Diagnosis findings that describe a finished log, not a live one (the stall check replaces them).
 _NOT_LIVE = {"probable-interruption", "no-recover-checkpoint"}
 #: Remembered incident keys (oldest forgotten first): memory stays bounded on an endless log.
@@ -105,8 +109,16 @@ class _FileWindow:
         self.lines.clear()
         self.chars = 0
 
-    def text(self) -> str:
-        return "\n".join(t for _n, t in self.lines) + "\n"
+    def text(self, limit: int = WINDOW_CHARS) -> tuple[str, int]:
+        """The newest lines, at most ``limit`` characters, and how many lines were left out before them."""
+        kept, size = 0, 0
+        for _n, t in reversed(self.lines):
+            if size + len(t) + 1 > limit and kept:
+                break
+            size += len(t) + 1
+            kept += 1
+        skip = len(self.lines) - kept
+        return "\n".join(t for _n, t in list(self.lines)[skip:]) + "\n", skip
 
     def absolute(self, rel_line: int) -> tuple[int, str]:
         """The file's own line number and text for line ``rel_line`` (1-based) of :meth:`text`."""
@@ -160,7 +172,9 @@ class Watcher:
     def tick(self) -> list[Alert]:
         alerts: list[Alert] = []
         batches = self.follower.poll()
+        dirty: set[str] = set()
         for batch in batches:
+            dirty.add(batch.file_id)
             window = self.windows.get(batch.file_id)
             if window is None:
                 window = self.windows[batch.file_id] = _FileWindow(batch.path, batch.file_id)
@@ -175,7 +189,7 @@ class Watcher:
         if batches:
             if self.last_step is None:
                 self.last_progress = self.clock()  # no step seen yet: any output counts as progress
-            alerts += self._diagnose()
+            alerts += self._diagnose(dirty)
         alerts += self._stall()
         return alerts
 
@@ -184,16 +198,24 @@ class Watcher:
             del self.alerted[key]
         self.active_metric = {k for k in self.active_metric if not k.startswith(file_id + "|")}
 
-    def _diagnose(self) -> list[Alert]:
-        from rlmedic.tools.logs.diagnose import diagnose_texts
+    def _diagnose(self, dirty: set[str]) -> list[Alert]:
+        """Diagnose the windows of the files that got new lines, together (one run, one root)."""
         from rlmedic.errors import UserError
+        from rlmedic.tools.logs.diagnose import diagnose_texts
 
-        windows = [w for w in self.windows.values() if w.lines]
+        windows = [w for fid, w in self.windows.items() if fid in dirty and w.lines]
         if not windows:
             return []
-        by_name = {f"{w.path}": w for w in windows}
+        share = max(MIN_SHARE, TICK_CHARS // len(windows))
+        by_name: dict[str, _FileWindow] = {}
+        texts, skips = [], {}
+        for w in windows:
+            text, skip = w.text(share)
+            by_name[str(w.path)] = w
+            skips[str(w.path)] = skip
+            texts.append((str(w.path), text))
         try:
-            diagnosis = diagnose_texts([(name, w.text()) for name, w in by_name.items()], catalog=self.catalog)
+            diagnosis = diagnose_texts(texts, catalog=self.catalog)
         except UserError:
             return []  # nothing textual in the windows (binary output)
         step = diagnosis.stats.get("last_step")
@@ -211,7 +233,7 @@ class Watcher:
             window = by_name.get(finding.file)
             if window is None:
                 continue
-            line, text = window.absolute(finding.line or 1)
+            line, text = window.absolute((finding.line or 1) + skips[finding.file])
             metric = str(finding.evidence.get("signature", "")).startswith("metric:")
             if metric:
                 key = f"{window.file_id}|{finding.id}"
@@ -226,7 +248,8 @@ class Watcher:
             if _kind(finding) == "failure":
                 self.failed_since_progress = True
             alerts.append(self._alert(key, finding, window, line, text))
-        self.active_metric = metric_now
+        diagnosed = {w.file_id for w in windows}
+        self.active_metric = {k for k in self.active_metric if k.split("|", 1)[0] not in diagnosed} | metric_now
         return alerts
 
     @staticmethod

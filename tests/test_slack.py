@@ -263,3 +263,46 @@ def test_the_token_bucket_refills_over_time() -> None:
     assert bucket.take("v") == 0, "buckets are per user"
     now[0] += 10
     assert bucket.take("u") == 0
+
+
+def test_a_failure_turns_the_progress_message_into_one_line_without_secrets(
+        slack: FakeSlack, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rlmedic.agent.engine as engine
+
+    def broken(*_a: Any, **_k: Any) -> Any:
+        raise RuntimeError("cannot reach https://user:hunter2hunter2@example.com with hf_AbCdEfGhIjKlMnOpQrStUvWxYz12")
+
+    monkeypatch.setattr(engine, "answer_events", broken)
+    app, _bot = make_app(slack)
+    dispatch(app, mention("why?", ts="1700000010.000100"))
+    slack.wait_for(lambda f: any("Sorry, that failed" in json.dumps(c.args) for c in f.of("chat.update")))
+    [post] = slack.of("chat.postMessage")
+    [update] = slack.of("chat.update")
+    assert update.args["ts"] == post.response["ts"]
+    assert "RuntimeError" in update.args["text"]
+    assert "hunter2hunter2" not in slack.posted_text() and "hf_AbCdEfGhIjKlMnOpQrStUvWxYz12" not in slack.posted_text()
+
+
+def test_rlmedic_slack_http_serves_signed_events_end_to_end(slack: FakeSlack, tmp_path: Path) -> None:
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SECRET, "SLACK_API_URL": slack.api_url}
+    proc = subprocess.Popen([sys.executable, "-m", "rlmedic", "slack", "--http", "--port", "0", "--offline"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/slack/events", line)
+        assert match, line
+        body = event_body(mention(f"why? {OOM_LINE}", ts="1700000011.000100"))
+        headers = {k: v[0] for k, v in signed(body).items()}
+        request = urllib.request.Request(match.group(0), data=body.encode(), headers=headers)
+        with urllib.request.urlopen(request, timeout=20) as resp:
+            assert resp.status == 200
+        slack.wait_for(lambda f: final_updates(f), timeout=60)
+        assert "*Root cause:* CUDA out of memory" in blocks_text(final_updates(slack)[-1])
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)

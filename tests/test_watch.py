@@ -225,3 +225,18 @@ def test_watch_once_prints_to_stdout_and_webhook_gets_json(slack: FakeSlack, tmp
     assert "cuda-oom" in hook.args["text"] and hook.args["alert"]["kind"] == "failure"
     result = runner.invoke(app, ["watch", str(log), "--once", "--slack-channel", "C1"])
     assert result.exit_code == 2 and "SLACK_BOT_TOKEN" in result.output
+
+
+def test_an_alert_is_not_lost_when_slack_refuses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeSlack(token="xoxb-1111111111-2222222222-SomeOtherWorkspace").start()  # our token is refused
+    try:
+        monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+        monkeypatch.setenv("SLACK_API_URL", fake.api_url)
+        log = tmp_path / "train.log"
+        append(log, [OOM])
+        result = runner.invoke(app, ["watch", str(log), "--once", "--slack-channel", "C1"])
+        assert result.exit_code == 0, result.output
+        assert "posting to Slack failed (SlackApiError)" in result.stderr and "cuda-oom" in result.stderr
+        assert [c.method for c in fake.calls] == ["chat.postMessage"]
+    finally:
+        fake.stop()

@@ -34,6 +34,8 @@ def slack(
     from rlmedic.ui.slack_app import SlackBot, SlackSettings, build_app, serve_http
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    if not verbose:  # bolt's start-up chatter (e.g. "token will be unused" when SLACK_BOT_TOKEN feeds our client)
+        logging.getLogger("rlmedic.slack.bolt").setLevel(logging.ERROR)
     settings = SlackSettings.from_env(
         allowed_channels=frozenset(allow_channel), allowed_users=frozenset(allow_user),
         rate_per_minute=rate_per_minute, max_file_bytes=int(max_file_mb * 2**20), offline=offline or None,

@@ -30,9 +30,15 @@ def slack_sink(token: str, channel: str, *, base_url: str | None = None) -> Call
     client = make_client(token, base_url)
 
     def post(alert: Any) -> None:
+        from slack_sdk.errors import SlackClientError
+
         text = alert.text()
         blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": text[:2900]}}]
-        client.chat_postMessage(channel=channel, text=text[:3000], blocks=blocks, unfurl_links=False)
+        try:
+            client.chat_postMessage(channel=channel, text=text[:3000], blocks=blocks, unfurl_links=False)
+        except (SlackClientError, OSError) as exc:  # Slack down or refusing: the alert is not lost
+            typer.echo(f"rlmedic watch: posting to Slack failed ({type(exc).__name__}); the alert follows", err=True)
+            typer.echo(text, err=True)
 
     return post
 

@@ -183,23 +183,25 @@ class SlackBot:
         thread_ts = event.get("thread_ts") or ts
         if self._rate_limited(user, channel, thread_ts):
             return
+        from rlmedic.ui.slack_render import notice_blocks, progress_blocks
+
+        text, blocks = progress_blocks([])
+        msg_ts = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)["ts"]
         try:
-            self.answer(event, channel, thread_ts)
+            self.answer(event, channel, thread_ts, msg_ts)
         except Exception as exc:  # noqa: BLE001 - the thread gets one line, the log gets the traceback
             log.exception("answering %s:%s failed", channel, ts)
-            self.client.chat_postMessage(channel=channel, thread_ts=thread_ts,
-                                         text=f"Sorry, that failed ({type(exc).__name__}: {redact(str(exc))[:300]}).")
+            text, blocks = notice_blocks(f"Sorry, that failed ({type(exc).__name__}: {str(exc)[:300]}).")
+            self.client.chat_update(channel=channel, ts=msg_ts, text=text, blocks=blocks)
 
-    def answer(self, event: dict[str, Any], channel: str, thread_ts: str) -> None:
+    def answer(self, event: dict[str, Any], channel: str, thread_ts: str, msg_ts: str) -> None:
+        """Investigate the message and turn the progress message ``msg_ts`` into the answer."""
         from rlmedic.agent.engine import answer_events
         from rlmedic.agent.events import Failed, Final, ToolFinished, ToolStarted
         from rlmedic.registry import ToolContext
         from rlmedic.ui.slack_render import answer_blocks, notice_blocks, progress_blocks
 
         thread_id = f"{channel}:{thread_ts}"
-        text, blocks = progress_blocks([])
-        placeholder = self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=text, blocks=blocks)
-        msg_ts = placeholder["ts"]
         folder = self.store.files_dir(thread_id)
         saved, skipped = self.download(event.get("files") or [], folder)
         question = _MENTION.sub("", event.get("text") or "").strip()
@@ -331,7 +333,7 @@ def build_app(bot: SlackBot, *, socket_mode: bool = False) -> Any:
 
         raise UserError("HTTP mode needs SLACK_SIGNING_SECRET (the app's signing secret)")
     app = App(client=bot.client, signing_secret=bot.settings.signing_secret or None,
-              request_verification_enabled=not socket_mode, logger=log)
+              request_verification_enabled=not socket_mode, logger=logging.getLogger("rlmedic.slack.bolt"))
 
     @app.event("app_mention")
     def _mention(event: dict[str, Any]) -> None:
