@@ -94,12 +94,17 @@ def watch(
                            checkpoints=str(checkpoints) if checkpoints else None, from_start=not from_end)
     watcher = Watcher([str(p) for p in paths], options)
     stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+    previous = {}
+    if not once and threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):  # stop between ticks, cleanly (exit 0)
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
     if not once:
         typer.echo(f"rlmedic watch: following {', '.join(map(str, paths))}; alerts go to {where} "
                    f"(every {interval:g} s; Ctrl-C stops)", err=True)
-    sent = watcher.run(sink, stop=stop, once=once)
+    try:
+        sent = watcher.run(sink, stop=stop, once=once)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if once or sent:
         typer.echo(f"rlmedic watch: {sent} alert(s)", err=True)
