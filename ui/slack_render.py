@@ -72,7 +72,7 @@ def answer_blocks(answer: Any, *, folder: str = "", diff_attached: bool = False,
     elif answer.summary:
         blocks.append(_section(f"*Likely cause:* {escape(_local(answer.summary, folder))}"))
     if answer.fixes:
-        fixes = "\n".join(f"{i}. {escape(_local(f.action, folder))}" for i, f in enumerate(answer.fixes[:MAX_FIXES], 1))
+        fixes = "\n".join(f"{i}. {escape(_local(str(f), folder))}" for i, f in enumerate(answer.fixes[:MAX_FIXES], 1))
         blocks.append(_section(f"*Fix:*\n{fixes}"))
     if not answer.root_cause and not answer.fixes:
         blocks.append(_section(escape(_local(answer.answer, folder)) or "I found nothing to go on."))
