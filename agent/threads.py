@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rlmedic.confine import redact
+from rlmedic.redact import redact
 from rlmedic.settings import data_dir
 
 #: Entries kept per thread, and characters kept of each question.

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from rlmedic.confine import redact, redact_value
+from rlmedic.redact import redact, redact_value
 from rlmedic.tools.logs.follow import Follower
 
 #: Lines and characters of each file's window that is diagnosed (the streak thresholds

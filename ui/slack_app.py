@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlmedic.confine import redact
+from rlmedic.redact import redact
 
 log = logging.getLogger("rlmedic.slack")
 

@@ -15,7 +15,7 @@ from typing import Any
 from slack_sdk import WebClient
 from slack_sdk.web.slack_response import SlackResponse
 
-from rlmedic.confine import redact, redact_value
+from rlmedic.redact import redact, redact_value
 
 
 def _redact_args(args: dict | None) -> dict | None:

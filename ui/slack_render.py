@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlmedic.confine import redact
+from rlmedic.redact import redact
 
 SECTION_CHARS = 2900
 MAX_FIXES = 4
