@@ -148,6 +148,8 @@ def test_an_attached_log_and_config_are_downloaded_with_the_bot_token_diagnosed_
     assert "*Root cause:* CUDA out of memory" in text and "`train.log:52`" in text
     assert str(folder) not in text, "paths are shown relative to the thread's folder"
     assert "config.diff" in text
+    progress = [c.args["text"] for c in slack.of("chat.update") if "Looking into it" in c.args["text"]]
+    assert progress and ":white_check_mark: `diagnose`: root cause cuda-oom" in progress[0]
     done = slack.of("files.completeUploadExternal")[0].args
     assert done["thread_ts"] == "1700000004.000100" and done["channel_id"] == "D0001"
     assert b"max_tokens_per_mb" in slack.uploads[0]

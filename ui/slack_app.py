@@ -199,6 +199,7 @@ class SlackBot:
         from rlmedic.agent.engine import answer_events
         from rlmedic.agent.events import Failed, Final, ToolFinished, ToolStarted
         from rlmedic.registry import ToolContext
+        from rlmedic.ui.render import step_result
         from rlmedic.ui.slack_render import answer_blocks, notice_blocks, progress_blocks
 
         thread_id = f"{channel}:{thread_ts}"
@@ -217,7 +218,7 @@ class SlackBot:
             if isinstance(ev, ToolStarted):
                 steps[ev.id] = (ev.name, "running")
             elif isinstance(ev, ToolFinished):
-                steps[ev.id] = (ev.name, "ok" if ev.ok else (ev.error or "failed")[:200])
+                steps[ev.id] = (ev.name, step_result(ev.name, ev.ok, ev.data, ev.error)[:200])
                 if time.monotonic() - last_update >= UPDATE_EVERY_S:
                     last_update = time.monotonic()
                     text, blocks = progress_blocks(list(steps.values()))

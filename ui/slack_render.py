@@ -42,15 +42,16 @@ def _local(text: str, folder: str) -> str:
 
 
 def progress_blocks(steps: list[tuple[str, str]], *, title: str = "Looking into it") -> tuple[str, list[dict[str, Any]]]:
-    """``steps`` are ``(name, state)`` with state ``running``, ``ok`` or an error line."""
+    """``steps`` are ``(name, state)``: ``running``, or the step's one-line result
+    (:func:`rlmedic.ui.render.step_result`; ``error: ...`` when it failed)."""
     marks = []
     for name, state in steps:
         if state == "running":
             marks.append(f":hourglass_flowing_sand: `{name}`")
-        elif state == "ok":
-            marks.append(f":white_check_mark: `{name}`")
-        else:
+        elif state.startswith("error:"):
             marks.append(f":x: `{name}`: {escape(state)}")
+        else:
+            marks.append(f":white_check_mark: `{name}`: {escape(state)}")
     text = f":mag: {title}…" + ("\n" + "\n".join(marks) if marks else "")
     return text, [_section(text)]
 
