@@ -30,7 +30,11 @@ def slack(
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: $RLMEDIC_HOME/index)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each event handled or ignored."),
 ) -> None:
-    """Run the rlmedic Slack bot: answers @mentions and DMs in threads (tokens from SLACK_* variables)."""
+    """Answer @mentions and DMs in Slack threads.
+
+    Socket Mode by default (SLACK_BOT_TOKEN, SLACK_APP_TOKEN); --http serves the Events API
+    with SLACK_SIGNING_SECRET.
+    """
     from rlmedic.ui.slack_app import SlackBot, SlackSettings, build_app, serve_http
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s: %(message)s")

@@ -84,7 +84,11 @@ def watch(
     from_end: bool = typer.Option(False, "--from-end", help="Ignore what the logs hold now; watch only new lines."),
     once: bool = typer.Option(False, "--once", help="Look once, report, and exit."),
 ) -> None:
-    """Follow live training logs and alert once per incident: failures, stalls, zero reward, NaN, gradient spikes."""
+    """Follow live logs and alert once per incident.
+
+    Failures, stalls, the zero-reward circuit breaker, NaN loss and gradient-norm spikes go to
+    Slack, a webhook or stdout.
+    """
     from rlmedic.agent.watch import WatchOptions, Watcher
 
     if checkpoints is not None and not checkpoints.exists():
