@@ -47,6 +47,7 @@ try:
         server.handle_request()
 except KeyboardInterrupt:
     sys.exit(0)
+child.kill()  # the server ended on its own (FAKE_EXIT_AFTER): leave no worker behind
 '''
 
 
