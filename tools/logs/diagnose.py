@@ -35,6 +35,7 @@ from rlmedic.tools.logs.scan import (
     expand_paths,
     parse_timestamp,
 )
+from rlmedic.tools.logs.causality import Event, builtin_table as causal_table, describe_after, link
 from rlmedic.tools.logs.metrics import MetricCollector, MetricEvent
 from rlmedic.tools.logs.tracebacks import classify, read_traceback
 from rlmedic.tools.logs.signatures import (
@@ -68,6 +69,8 @@ _METRIC_IDS = {
     "reward_collapse": ("reward-collapse", "symptom"),
     "no_eos": ("generation-never-stops", "symptom"),
 }
+#: A per-rank log file's name: ``rank3.log``, ``worker_rank-12.err``, ``node1_rank_3.txt``.
+_FILE_RANK = re.compile(r"(?i)rank[_-]?(\d+)")
 _WHEN = re.compile(r"^\s*(\w+)\s*(>=|<=|==|>|<)\s*([-\d.]+|\w+)\s*$")
 
 
@@ -272,6 +275,8 @@ class _Draft:
     #: classified from its traceback while a literal signature matched a line of the same error
     #: (within a few lines): the literal one is the more specific name and comes first
     shadowed: bool = False
+    #: what the causal rules (causality.yaml) read: texts, first time, ranks, files, processes
+    event: Event | None = None
 
 
 # ------------------------------------------------------------------ builder -------
@@ -385,6 +390,8 @@ class _Builder:
         first = hits[0]
         self.first_hits[f"{first.file}:{first.line}"] = first
         framework = self.framework.get(first.file_index, "")
+        if isinstance(first.numbers.get("op"), str):  # the collective the NCCL watchdog names says the phase
+            phase = causal_table().collective_phase(first.numbers["op"], phase, f"{first.process} {first.text}")
         card_id, category = sig.card_for(phase, framework)
         fid, role, title, explain = sig.id, sig.role, sig.title, sig.explain
         tb, rule = None, None
@@ -489,7 +496,13 @@ class _Builder:
             citations=citations,
             card=card_id,
         )
-        return _Draft(finding, ROLE_RANK[role], self._when_key(first.file_index, first.line, first.ts), fid, role)
+        event = Event(
+            key=fid, sig=evidence["signature"], role=role, texts=[h.text for h in hits[:MAX_OCCURRENCES * 2]],
+            ts=first.ts, files=set(files), ranks=set(ranks), processes={h.process for h in hits if h.process},
+            file=first.file, line=first.line,
+        )
+        return _Draft(finding, ROLE_RANK[role], self._when_key(first.file_index, first.line, first.ts), fid, role,
+                      event=event)
 
     # -- metrics -----------------------------------------------------------------
 
@@ -691,16 +704,28 @@ class _Builder:
 
     @staticmethod
     def _order(drafts: list[_Draft]) -> tuple[list[Finding], int | None]:
-        """Root first (lowest role rank, then earliest), its cascades, then the rest."""
+        """Root first, its cascades, then the rest.
+
+        A failure that an earlier one elsewhere explains (causality.yaml: a peer lost after
+        another rank timed out) is that one's cascade and never the root; among the others
+        the root is the lowest role rank, then the earliest.
+        """
         candidates = [d for d in drafts if d.role != "marker" and severity_rank(d.finding.severity) <= severity_rank("error")]
         if not candidates:
             rest = sorted(drafts, key=lambda d: (severity_rank(d.finding.severity), d.when))
             return [d.finding for d in rest], None
-        root = min(candidates, key=lambda d: (d.rank, d.shadowed, d.when))
+        with_events = [d for d in candidates if d.event is not None]
+        links = link([d.event for d in with_events])  # type: ignore[misc]
+        caused_by = {id(with_events[i]): next(c for c in with_events if c.event is ln.cause) for i, ln in links.items()}
+        contenders = [d for d in candidates if id(d) not in caused_by] or candidates
+        root = min(contenders, key=lambda d: (d.rank, d.shadowed, d.when))
+        explained = [(with_events[i], ln) for i, ln in links.items() if caused_by[id(with_events[i])] is root]
+        if explained:
+            _Builder._note_explained(root, explained)
         cascades = [
             d
             for d in candidates
-            if d is not root and (d.rank > root.rank or d.sig == root.sig)
+            if d is not root and (d.rank > root.rank or d.sig == root.sig or caused_by.get(id(d)) is root)
         ]
         cascades.sort(key=lambda d: d.when)
         others = [d for d in drafts if d is not root and d not in cascades]
@@ -709,3 +734,18 @@ class _Builder:
         for d in cascades:
             d.finding.root = 0
         return [d.finding for d in ordered], 0
+
+    @staticmethod
+    def _note_explained(root: _Draft, explained: list[tuple[_Draft, Any]]) -> None:
+        """Say in the root's summary and evidence which later failures elsewhere it explains, and when."""
+        notes = []
+        for d, ln in sorted(explained, key=lambda x: x[0].when):
+            ranks = ln.effect.ranks or {int(m.group(1)) for f in ln.effect.files if (m := _FILE_RANK.search(os.path.basename(f)))}
+            where = f"rank{'s' if len(ranks) > 1 else ''} {_ranges(sorted(ranks))}" if ranks else (
+                ", ".join(sorted(ln.effect.files)[:4]) + (", ..." if len(ln.effect.files) > 4 else ""))
+            after = describe_after(ln.after_s)
+            notes.append({"finding": d.finding.id, "where": where, "after_s": ln.after_s, "rule": ln.rule.id})
+            if ln.rule.explain and len(notes) == 1:
+                sentence = ln.rule.explain.replace("{ranks}", where).replace("{effect}", d.finding.id).replace("{after}", after)
+                root.finding.summary = f"{root.finding.summary.rstrip('. ')}. {sentence}"
+        root.finding.evidence["explains"] = notes

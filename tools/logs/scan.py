@@ -23,7 +23,7 @@ import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -62,10 +62,17 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _RAY_PREFIX = re.compile(r"^\((\w[\w:./-]*)(?: pid=(\d+))?")
 _RAY_PREFIX_FULL = re.compile(r"^\((\w[\w:./-]*)(?: pid=(\d+))?[^)]*\)\s?")
 _TS_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?"), "ymd"),
+    # ISO / Python logging / SGLang, with an optional UTC offset (then converted to UTC)
+    (re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6})\d*)?(Z|[+-]\d{2}:?\d{2}\b)?"), "ymd"),
     (re.compile(r"\b(\d{4})(\d{2})(\d{2})-(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?"), "ymd"),
-    (re.compile(r"\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})"), "glog"),
+    (re.compile(r"\b(\d{4})/(\d{2})/(\d{2})[ T-](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?"), "ymd"),
+    (re.compile(r"\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?"), "glog"),
+    # 11/26/2026 11:16:02 (month first)
+    (re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{4})[ ,T]+(\d{1,2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?(?: ?([AaPp][Mm])\b)?"), "mdy"),
+    # syslog / ctime: "Nov 26 11:16:02", "Thu Nov 26 11:16:02 2026"
+    (re.compile(r"\b(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) +(\d{1,2}) (\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?(?: (\d{4})\b)?"), "bsd"),
 )
+_MONTHS = {m: i + 1 for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split())}
 
 
 # ------------------------------------------------------------------ engines -------
@@ -289,16 +296,33 @@ def parse_timestamp(line: str, year_hint: int | None = None) -> datetime | None:
         if not m:
             continue
         try:
+            offset = ""
             if kind == "ymd":
                 y, mo, d, h, mi, s = (int(g) for g in m.groups()[:6])
                 frac = m.group(7) or "0"
+                offset = (m.group(8) or "") if m.re.groups >= 8 else ""
+            elif kind == "mdy":
+                mo, d, y, h, mi, s = (int(g) for g in m.groups()[:6])
+                frac = m.group(7) or "0"
+                if m.group(8) and h <= 12:  # 12-hour clock
+                    h = h % 12 + (12 if m.group(8).upper() == "PM" else 0)
+            elif kind == "bsd":
+                mo = _MONTHS[m.group(1)]
+                d, h, mi, s = (int(g) for g in m.groups()[1:5])
+                frac = m.group(6) or "0"
+                y = int(m.group(7)) if m.group(7) else (year_hint or datetime.now().year)
             else:
                 mo, d, h, mi, s = (int(g) for g in m.groups()[:5])
                 y = year_hint or datetime.now().year
                 frac = m.group(6) or "0"
-            return datetime(y, mo, d, h, mi, s, int(frac[:6].ljust(6, "0")))
+            ts = datetime(y, mo, d, h, mi, s, int(frac[:6].ljust(6, "0")))
         except ValueError:
             continue
+        if offset and offset != "Z":  # compare logs written in different zones: UTC, without a zone
+            sign = 1 if offset[0] == "+" else -1
+            digits = offset[1:].replace(":", "")
+            ts -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:4]))
+        return ts
     return None
 
 

@@ -1,0 +1,273 @@
+"""Which failure caused which, across ranks, files and processes: the rules in ``causality.yaml``.
+
+Root selection by role alone (a "cause" before a "crash" before a "cascade") breaks when a
+rank reports the loss of a peer as an error of its own: the rank that timed out first and
+took its process down is the root, the "remote process exited" on every other rank is what
+followed. This module reads the table that says which failures are such consequences
+(*effects*), which earlier failures explain them (*rules*, with a time window and "on
+another rank"), and which phase a collective runs in. The diagnosis applies it; nothing
+here knows a signature by name.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlmedic.errors import UserError
+from rlmedic.tools.logs.signatures import PHASES
+
+TABLE_PATH = Path(__file__).parent / "causality.yaml"
+_TOP_KEYS = {"version", "effects", "rules", "collectives"}
+_EFFECT_KEYS = {"id", "signatures", "text"}
+_RULE_KEYS = {"id", "effect", "cause", "elsewhere", "within_s", "explain"}
+_CAUSE_KEYS = {"signatures", "roles"}
+_COLLECTIVE_KEYS = {"ops", "phase", "replaces", "unless"}
+
+
+@dataclass(frozen=True)
+class Effect:
+    id: str
+    signatures: frozenset[str]
+    text: tuple[re.Pattern[str], ...]
+
+    def matches(self, sig: str, texts: list[str]) -> bool:
+        return sig in self.signatures or any(rx.search(t) for rx in self.text for t in texts)
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    effect: str
+    signatures: frozenset[str]
+    roles: frozenset[str]
+    elsewhere: bool
+    within_s: float
+    explain: str
+
+    def can_cause(self, sig: str, role: str) -> bool:
+        return sig in self.signatures or role in self.roles
+
+
+@dataclass(frozen=True)
+class Collective:
+    ops: frozenset[str]
+    phase: str
+    replaces: frozenset[str]
+    unless: re.Pattern[str] | None
+
+
+@dataclass(frozen=True)
+class Table:
+    effects: dict[str, Effect]
+    rules: tuple[Rule, ...]
+    collectives: tuple[Collective, ...]
+
+    def collective_phase(self, op: str, phase: str, context: str) -> str:
+        """The phase a collective named ``op`` ran in, given the phase the lines around it suggested."""
+        for c in self.collectives:
+            if op.upper() in c.ops and phase in c.replaces and not (c.unless and c.unless.search(context)):
+                return c.phase
+        return phase
+
+
+@dataclass
+class Event:
+    """What the rules need to know of one finding: what it is, where and when it was first seen."""
+
+    key: Any  # the caller's handle
+    sig: str
+    role: str
+    texts: list[str]
+    ts: datetime | None
+    files: set[str] = field(default_factory=set)
+    ranks: set[int] = field(default_factory=set)
+    processes: set[str] = field(default_factory=set)
+    file: str = ""
+    line: int = 0
+
+
+@dataclass
+class Link:
+    """``effect`` followed ``cause`` (by ``after_s`` seconds) as ``rule`` describes."""
+
+    cause: Event
+    effect: Event
+    rule: Rule
+    after_s: float | None
+
+
+def _strings(value: Any, where: str, key: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, (str, int)) for v in value):
+        raise UserError(f"{where}: {key} must be a string or a list of strings")
+    return [str(v) for v in value]
+
+
+def _regexes(value: Any, where: str, key: str) -> tuple[re.Pattern[str], ...]:
+    try:
+        return tuple(re.compile(v) for v in _strings(value, where, key))
+    except re.error as exc:
+        raise UserError(f"{where}: invalid regex in {key} ({exc})") from exc
+
+
+def _check_keys(raw: Any, allowed: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise UserError(f"{where}: expected a mapping")
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise UserError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    return raw
+
+
+def parse_table(data: Any, where: str = "causality.yaml", known_signatures: set[str] | None = None) -> Table:
+    """Validate the table; ``known_signatures`` (ids that exist) catches a misspelt signature id."""
+    data = _check_keys(data, _TOP_KEYS, where)
+    effects: dict[str, Effect] = {}
+    for i, raw in enumerate(data.get("effects") or []):
+        here = f"{where} effect #{i + 1}"
+        raw = _check_keys(raw, _EFFECT_KEYS, here)
+        eid = raw.get("id")
+        if not isinstance(eid, str) or not eid:
+            raise UserError(f"{here}: missing 'id'")
+        if eid in effects:
+            raise UserError(f"{here}: duplicate effect id {eid!r}")
+        sigs = frozenset(_strings(raw.get("signatures"), here, "signatures"))
+        text = _regexes(raw.get("text"), here, "text")
+        if not sigs and not text:
+            raise UserError(f"{here} ({eid}): an effect needs signatures or text")
+        _known(sigs, known_signatures, here)
+        effects[eid] = Effect(eid, sigs, text)
+    rules: list[Rule] = []
+    for i, raw in enumerate(data.get("rules") or []):
+        here = f"{where} rule #{i + 1}"
+        raw = _check_keys(raw, _RULE_KEYS, here)
+        rid = raw.get("id")
+        if not isinstance(rid, str) or not rid:
+            raise UserError(f"{here}: missing 'id'")
+        if rid in {r.id for r in rules}:
+            raise UserError(f"{here}: duplicate rule id {rid!r}")
+        if raw.get("effect") not in effects:
+            raise UserError(f"{here} ({rid}): effect {raw.get('effect')!r} is not one of the effects")
+        cause = _check_keys(raw.get("cause") or {}, _CAUSE_KEYS, f"{here} cause")
+        sigs = frozenset(_strings(cause.get("signatures"), here, "cause.signatures"))
+        roles = frozenset(_strings(cause.get("roles"), here, "cause.roles"))
+        if not sigs and not roles:
+            raise UserError(f"{here} ({rid}): cause needs signatures or roles")
+        bad_roles = sorted(r for r in roles if r not in ("cause", "crash", "cascade"))
+        if bad_roles:
+            raise UserError(f"{here} ({rid}): a cause role must be cause, crash or cascade, not {', '.join(bad_roles)}")
+        _known({s for s in sigs if not s.startswith("traceback:")}, known_signatures, here)
+        within = raw.get("within_s", 600)
+        if not isinstance(within, (int, float)) or within <= 0:
+            raise UserError(f"{here} ({rid}): within_s must be a positive number of seconds")
+        rules.append(Rule(rid, raw["effect"], sigs, roles, bool(raw.get("elsewhere", True)), float(within),
+                          " ".join(str(raw.get("explain") or "").split())))
+    collectives: list[Collective] = []
+    for i, raw in enumerate(data.get("collectives") or []):
+        here = f"{where} collective #{i + 1}"
+        raw = _check_keys(raw, _COLLECTIVE_KEYS, here)
+        ops = frozenset(o.upper() for o in _strings(raw.get("ops"), here, "ops"))
+        if not ops:
+            raise UserError(f"{here}: ops is empty")
+        if raw.get("phase") not in PHASES:
+            raise UserError(f"{here}: phase {raw.get('phase')!r} is not one of {', '.join(PHASES)}")
+        replaces = frozenset(_strings(raw.get("replaces", [""]), here, "replaces"))
+        bad = sorted(p for p in replaces if p and p not in PHASES)
+        if bad:
+            raise UserError(f"{here}: replaces names unknown phase(s) {', '.join(bad)}")
+        unless = _regexes(raw.get("unless"), here, "unless")
+        collectives.append(Collective(ops, raw["phase"], replaces, unless[0] if unless else None))
+    return Table(effects, tuple(rules), tuple(collectives))
+
+
+def _known(sigs: set[str] | frozenset[str], known: set[str] | None, where: str) -> None:
+    if known is None:
+        return
+    missing = sorted(s for s in sigs if s not in known)
+    if missing:
+        raise UserError(f"{where}: unknown signature id(s) {', '.join(missing)}")
+
+
+@functools.cache
+def builtin_table() -> Table:
+    from rlmedic.tools.logs.signatures import builtin_catalog
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(TABLE_PATH.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        raise UserError(f"{TABLE_PATH}: invalid YAML ({exc})") from exc
+    return parse_table(data, str(TABLE_PATH), set(builtin_catalog().by_id))
+
+
+def _elsewhere(cause: Event, effect: Event) -> bool:
+    """The effect was seen somewhere the cause was not: another file, rank or process."""
+    if effect.files - cause.files:
+        return True
+    if effect.ranks and cause.ranks and effect.ranks - cause.ranks:
+        return True
+    return bool(effect.processes and cause.processes and effect.processes - cause.processes)
+
+
+def _after(cause: Event, effect: Event) -> float | None | bool:
+    """Seconds from the cause to the effect; None when both are undated lines of one file in order;
+    False when the effect cannot be placed after the cause."""
+    if cause.ts is not None and effect.ts is not None:
+        return (effect.ts - cause.ts).total_seconds()
+    if cause.ts is None and effect.ts is None and cause.file == effect.file and cause.line < effect.line:
+        return None
+    return False
+
+
+def link(events: list[Event], table: Table | None = None) -> dict[int, Link]:
+    """The link of each event (by its index in ``events``) that an earlier event explains.
+
+    An effect is explained by the earliest event that a rule lets cause it; effects never
+    explain each other, so a chain of lost peers always leads back to what failed first.
+    """
+    table = table or builtin_table()
+    effect_of = {i: [e for e in table.effects.values() if e.matches(ev.sig, ev.texts)] for i, ev in enumerate(events)}
+    ordered = sorted(range(len(events)), key=lambda i: (events[i].ts is None, events[i].ts or datetime.min, events[i].line))
+    links: dict[int, Link] = {}
+    for i, ev in enumerate(events):
+        kinds = {e.id for e in effect_of[i]}
+        if not kinds:
+            continue
+        for j in ordered:
+            if j == i or effect_of[j]:
+                continue
+            cause = events[j]
+            rule = next(
+                (r for r in table.rules if r.effect in kinds and r.can_cause(cause.sig, cause.role)
+                 and (not r.elsewhere or _elsewhere(cause, ev))),
+                None,
+            )
+            if rule is None:
+                continue
+            after = _after(cause, ev)
+            if after is False or (isinstance(after, float) and not 0 <= after <= rule.within_s):
+                continue
+            links[i] = Link(cause, ev, rule, after if isinstance(after, float) else None)
+            break
+    return links
+
+
+def describe_after(seconds: float | None) -> str:
+    if seconds is None:
+        return "after it"
+    if seconds < 1:
+        return "under a second"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min"
+
