@@ -21,8 +21,6 @@ from rlmedic.types import Citation
 
 #: A second card is mentioned when its score is at least this share of the best one.
 RELATED_SHARE = 0.8
-#: An issue thread closed longer ago than this is flagged as old.
-OLD_THREAD_DAYS = 365
 CONFIG_SUFFIXES = (".yaml", ".yml", ".sh", ".bash")
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".jsonl")
 #: Names that say a folder holds checkpoints (AReaL, slime/Megatron, Hugging Face trainers).
@@ -141,7 +139,7 @@ def run_offline(question: str, *, attachments: Sequence[Path] = (), ctx: Any = N
         results.insert(0, pasted)
     if kb is None and ctx is not None:
         kb = ctx.knowledge()
-    answer = compose(question, results, kb)
+    answer = compose(question, results, kb, texts=attachment_texts(attachments, ctx))
     answer.notices = list(notices)
     answer.tool_calls = [{"name": r.name, "ok": r.ok} for r in results if not isinstance(r, Result)]
     yield TextDelta(answer.answer)
@@ -163,56 +161,42 @@ def _cards(question: str, answer: Answer, kb: Any, k: int = 3) -> list[tuple[Any
     return cards
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", re.split(r"(?:\.?post|rc|\.dev|[+-])", text.lstrip("vV"))[0]))
+def known_matches(question: str, texts: Sequence[str], kb: Any) -> list[Any]:
+    """Known-issue records (and synced threads, as records) matching the logs and the question, best first."""
+    from rlmedic.knowledge.known import match
+
+    return match(list(texts), question=question, kb=kb, k=3)
 
 
-def user_version(text: str, repo: str) -> str:
-    """The version of ``repo``'s project named in ``text`` (``sglang==0.4.6``, ``AReaL v0.3.0``), or ""."""
-    name = re.escape(repo.split("/")[-1])
-    m = re.search(
-        rf"(?i)\b{name}\b\s*(?:==|=|:|@|\s)\s*(?:version\s*:?\s*)?v?(\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?)\b", text
-    )
-    return m.group(1) if m else ""
-
-
-def issue_sentences(question: str, hit: Any, ref: int) -> list[str]:
-    """What a known upstream thread tells the user: the match, the fix, whether it applies."""
-    info = hit.info
-    head = f"Known upstream issue: {hit.source} \"{hit.section}\" [{ref}]"
-    if hit.matched_error:
-        head += " reports the same error line"
-    out = [head + "."]
-    fix = info.get("fix", "")
-    if fix:
-        out.append(f"  It was {fix}.")
-    if info.get("resolution"):
-        out.append(f"  Resolution in the thread: {info['resolution']}")
-    mine = user_version(question, hit.source.split("#")[0])
-    fixed_in = str(info.get("fixed_in", ""))
-    if mine and fixed_in:
-        name = hit.source.split("#")[0].split("/")[-1]
-        if _version_tuple(mine) >= _version_tuple(fixed_in):
-            out.append(f"  Your log shows {name} {mine}, which already has that fix: look for another cause, or a regression.")
-        else:
-            out.append(f"  Your log shows {name} {mine}: upgrade to {fixed_in} or later.")
-    elif fixed_in:
-        out.append(f"  Upgrade to {fixed_in} or later if your version is older.")
-    closed = str(info.get("closed_at", ""))
-    if closed:
-        from rlmedic.knowledge.threads import age_days
-
-        days = age_days({"closed_at": closed})
-        if days is not None and days > OLD_THREAD_DAYS:
-            out.append(f"  The thread was closed in {closed[:7]}, over a year ago: the code may have changed since.")
+def attachment_texts(attachments: Sequence[Path], ctx: Any, max_bytes: int = 2_000_000) -> list[str]:
+    """The text of attached logs (the first ``max_bytes`` of each), for known-issue matching; unreadable ones skipped."""
+    out: list[str] = []
+    if ctx is None:
+        return out
+    for path in attachments:
+        try:
+            if path.is_dir() or classify(path, ctx.confinement.read_bytes(path, max_bytes=4096)) != "log":
+                continue
+            out.append(ctx.confinement.read_text(path, max_bytes=max_bytes))
+        except Exception:  # noqa: BLE001 - gzip, binary or unreadable: the diagnose tool reports it
+            continue
     return out
 
 
-def compose(question: str, results: list[Any], kb: Any) -> Answer:
-    """Ground an answer in ``results`` and the knowledge base; write its text."""
+def compose(question: str, results: list[Any], kb: Any, *, texts: Sequence[str] = ()) -> Answer:
+    """Ground an answer in ``results`` and the knowledge base; write its text.
+
+    ``texts`` are the attached logs' text: a known issue whose error string is in them (or in the
+    question) leads the answer with its cause, fix and the release that fixed it.
+    """
+    from rlmedic.knowledge.known import known_lines, leading
     from rlmedic.knowledge.retrieve import key_sentences
 
     answer = Answer(answer="", engine="offline")
+    known = known_matches(question, texts, kb)
+    first = leading(known)[:1]
+    if first:  # this exact bug is known: it is cited first, its cause and fix lead
+        answer.cite(first[0].citation)
     # An attached log decides the answer; otherwise the user's own documents that match the question
     # better than any card (one ranking) lead it and are cited first.
     attached_log = any(getattr(r, "name", "") == "diagnose" and not isinstance(r, Result) for r in results)
@@ -224,16 +208,18 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
     cards = _cards(question, answer, kb)
     answer.cards = [c.id for c, _ in cards]
     lines: list[str] = []
+    if first:  # the log's evidence and the cards follow
+        lines += known_lines(known, answer.cite)
+        shown = {str(f) for f in first[0].fixes}
+        answer.fixes = list(first[0].fixes) + [f for f in answer.fixes if str(f) not in shown]
+        if first[0].how in ("exact", "regex"):
+            answer.category = first[0].record.category
     for doc in lead:
         where = doc.source + (f" § {doc.section}" if doc.section else "")
         lines.append(f"From your documents ({where}) [{answer.cite(doc.citation)}]: {key_sentences(doc, question)}")
     if answer.root_cause:
         where = f" [{answer.cite(_log_citation(answer.evidence[0]))}]" if answer.evidence else ""
         lines.append(f"From the log: {answer.root_cause}{where}.")
-    # synced upstream threads: one whose error line is in the question is evidence of a known problem
-    issues = kb.search(question, 2, kind="issue") if kb is not None and kb.has_issues() else []
-    for hit in (h for h in issues if h.matched_error):
-        lines += issue_sentences(question, hit, answer.cite(hit.citation))
     card_fix_texts: set[str] = set()
     if cards:
         best, best_score = cards[0]
@@ -269,12 +255,12 @@ def compose(question: str, results: list[Any], kb: Any) -> Answer:
     docs = [d for d in (kb.search(question, 3, kind="doc") if retrieve else []) if d.id not in {x.id for x in lead}]
     if docs:
         lines.append("Documentation: " + ", ".join(f"[{answer.cite(d.citation)}]" for d in docs) + ".")
-    related = [h for h in issues if not h.matched_error]
-    if related:
-        lines.append("Related upstream threads: " + ", ".join(f"[{answer.cite(h.citation)}]" for h in related) + ".")
+    if known and not first:
+        lines += known_lines(known, answer.cite)
     if answer.citations:
         lines += ["", "Sources:"] + [f"  [{i}] {c}" + (f" <{c.url}>" if c.url else "") for i, c in enumerate(answer.citations, 1)]
-    answer.summary = answer.root_cause or (cards[0][0].title if cards else "")
+    answer.summary = (f"Known issue {first[0].record.source}: {first[0].record.title}" if first else
+                      answer.root_cause or (cards[0][0].title if cards else ""))
     answer.answer = "\n".join(lines)
     return answer
 

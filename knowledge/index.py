@@ -20,6 +20,8 @@ from rlmedic.settings import index_dir
 
 #: The issue threads' Chroma collection (apart from the docs' even on one shared server).
 ISSUES_COLLECTION = "rlmedic_issues"
+#: The known-issue records' collection (``<index>/known/``; see :mod:`rlmedic.knowledge.known`).
+KNOWN_COLLECTION = "rlmedic_known"
 
 
 class _LastQuery:
@@ -37,12 +39,33 @@ class _LastQuery:
         return self._last[1]
 
 
+def known_results(query: str, k: int = 2) -> list[SearchResult]:
+    """Known-issue records the query's own lines match exactly (error string, regex, exception), as search results.
+
+    In-process (no embedding), so a search over every kind names the known issue without indexing it.
+    """
+    from rlmedic.knowledge.known import match
+
+    out = []
+    for m in match(question=query, k=k):
+        if not m.certain:
+            continue
+        r = m.record
+        text = f"{m.advice}\n" + r.to_text()
+        out.append(SearchResult(id="known-" + r.id, source=r.source, section=r.title, score=m.score, text=text,
+                                kind="known", path=r.path, line_start=1, line_end=text.count("\n") + 1, url=r.source_url))
+    return out
+
+
 class KnowledgeBase:
     """The index at ``directory`` (default: the user's data dir), cards included."""
 
     def __init__(self, directory: str | os.PathLike[str] | None = None, *, with_cards: bool = True, embedder=None) -> None:
         self.store = Store(index_dir(directory))
         self.issues = Store(self.store.directory / "issues", collection=ISSUES_COLLECTION)
+        #: known-issue records, embedded on the first ``search(kind="known")`` (14 s per 300 records
+        #: on 2 cores: never on the answer path, which matches records in-process; see known_ready)
+        self.known = Store(self.store.directory / "known", collection=KNOWN_COLLECTION)
         self.with_cards = with_cards
         self.embedder = embedder
         self._queries = _LastQuery(embedder)
@@ -60,6 +83,24 @@ class KnowledgeBase:
     def has_issues(self) -> bool:
         return bool(self.issues.manifest.files)
 
+    def known_ready(self, pack=None) -> bool:
+        """True when the known-issue records in the index are the current ones (no embedding needed)."""
+        from rlmedic.knowledge.ingest import known_current
+        from rlmedic.knowledge.known import load
+
+        pack = load() if pack is None else pack
+        return bool(pack.records) and known_current(self.known, pack)
+
+    def _search_known(self, query: str, k: int, mode: Mode | None) -> list[SearchResult]:
+        from rlmedic.knowledge.ingest import ensure_known
+        from rlmedic.knowledge.known import load
+
+        pack = load()
+        if not pack.records:
+            raise UserError("no known-issue records are loaded (RLMEDIC_KNOWN_ISSUES_BUILTIN=0 and no --known-issues folder?)")
+        ensure_known(self.known, pack, embedder=self.embedder)
+        return search(self.known, query, k, mode=mode or "hybrid", kind="known", embedder=self._queries)
+
     def index(self, paths: Sequence[str | Path], progress: Progress | None = None) -> IndexReport:
         return index_paths(paths, self.store, embedder=self.embedder, progress=progress)
 
@@ -68,18 +109,26 @@ class KnowledgeBase:
         return any(key != CARDS_KEY for key in self.store.manifest.files)
 
     def search(self, query: str, k: int = 5, *, mode: Mode | None = None, kind: str | None = None) -> list[SearchResult]:
-        """Default mode: card-guided hybrid when cards are indexed, plain hybrid otherwise."""
+        """Default mode: card-guided hybrid when cards are indexed, plain hybrid otherwise.
+
+        ``kind="known"`` searches the known-issue records (their own store, indexed on first use).
+        """
         if kind == "issue":
             if not self.has_issues():
                 raise UserError(
                     f"no issue threads in {self.issues.directory} yet: fetch some with `rlmedic sync-issues`"
                 )
             return search(self.issues, query, k, mode=mode or "hybrid", kind="issue", embedder=self._queries)
+        if kind == "known":
+            return self._search_known(query, k, mode)
         results = self._search_main(query, k, mode=mode, kind=kind)
         if kind is None and self.has_issues():
             # both stores score by the same reciprocal-rank formula, so scores compare
             threads = search(self.issues, query, k, mode=mode or "hybrid", kind="issue", embedder=self._queries)
             results = sorted(results + threads, key=lambda r: r.score, reverse=True)[:k]
+        if kind is None:
+            # a known-issue record whose error string or regex is in the query is the answer to name first
+            results = (known_results(query) + results)[:k]
         return results
 
     def _search_main(self, query: str, k: int, *, mode: Mode | None, kind: str | None) -> list[SearchResult]:

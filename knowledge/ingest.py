@@ -293,3 +293,54 @@ def ensure_cards(store: Store, *, embedder=None) -> bool:
     store.rebuild_bm25()
     store.save_manifest()
     return True
+
+
+#: The known-issue records' pipeline (their own store; see KnowledgeBase.known).
+KNOWN_PIPELINE = f"known-v1/{Embedder.name}@{MAX_SEQ_LENGTH}"
+KNOWN_KEY = "<known-issues>"
+
+
+def known_chunks(pack) -> list[Chunk]:
+    """One chunk per known-issue record (``kind="known"``, id ``known-<record id>``, source ``owner/repo#N``)."""
+    chunks = []
+    for record in pack.records:
+        text = record.to_text()
+        chunks.append(Chunk("known-" + record.id, text, record.source, "", record.title, 1, text.count("\n") + 1, kind="known"))
+    return chunks
+
+
+def known_current(store: Store, pack) -> bool:
+    """True when ``store`` holds exactly the records of ``pack`` (same content, same embedder)."""
+    from rlmedic.knowledge.known.load import pack_hash
+
+    return store.manifest.cards_hash == f"{KNOWN_PIPELINE}:{pack_hash(pack)}"
+
+
+def ensure_known(store: Store, pack, *, embedder=None) -> bool:
+    """Index the known-issue records of ``pack`` if they are missing or changed. Returns True if it did.
+
+    Records embed like cards (their whole text); the digest covers every record's content and the
+    embedder, so a new team record or a new release of the pack re-embeds, nothing else does.
+    """
+    from rlmedic.knowledge.known.load import pack_hash
+
+    digest = f"{KNOWN_PIPELINE}:{pack_hash(pack)}"
+    if store.manifest.cards_hash == digest:
+        return False
+    from rlmedic.knowledge.embeddings import default_embedder
+
+    old = store.manifest.files.pop(KNOWN_KEY, None)
+    if old:
+        store.delete(old.chunks)
+    chunks = known_chunks(pack)
+    metas = [c.metadata() | {"url": r.source_url, "record": r.id} for c, r in zip(chunks, pack.records)]
+    if chunks:
+        vectors = (embedder or default_embedder()).embed([c.text for c in chunks])
+        store.add([c.id for c in chunks], [c.text for c in chunks], metas, vectors)
+    store.manifest.files[KNOWN_KEY] = FileEntry(hash=digest, source="known", root="", chunks=[c.id for c in chunks])
+    store.manifest.cards_hash = digest
+    store.manifest.embedder = KNOWN_PIPELINE
+    store.rebuild_bm25()
+    store.save_manifest()
+    return True
+

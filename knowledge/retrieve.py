@@ -58,14 +58,14 @@ class SearchResult:
     def citation(self) -> Citation:
         if self.kind == "card":
             return Citation.card(self.card_id, self.section)
-        if self.kind == "issue":
+        if self.kind in ("issue", "known"):
             return Citation(kind="issue", ref=self.source, section=self.section, url=self.url)
         return Citation.doc(self.source, self.section, (self.line_start, self.line_end))
 
     @property
     def citation_text(self) -> str:
         """The citation as shown to people: an issue thread carries its URL."""
-        if self.kind == "issue":
+        if self.kind in ("issue", "known"):
             return f"{self.source}: {self.section} <{self.url}>"
         return str(self.citation)
 
@@ -79,6 +79,8 @@ class SearchResult:
             "kind": self.kind,
             "lines": [self.line_start, self.line_end],
         }
+        if self.kind == "known":
+            data |= {"url": self.url, "record": self.id.removeprefix("known-")}
         if self.kind == "issue":
             data |= {"url": self.url, "matched_error": self.matched_error, **self.info}
         return data

@@ -276,8 +276,9 @@ def search_docs(
     ctx: ToolContext,
     query: Annotated[str, Field(min_length=1, description="Words, a config key or flag, or an error string.")],
     k: Annotated[int, Field(ge=1, le=20, description="How many results.")] = 5,
-    kind: Annotated[Literal["doc", "card", "issue"] | None,
-                    Field(description="Only indexed docs, playbook cards, or upstream issue threads.")] = None,
+    kind: Annotated[Literal["doc", "card", "issue", "known"] | None,
+                    Field(description="Only indexed docs, playbook cards, upstream issue threads, or known-issue "
+                                      "records (exact bugs with their fix and the release that fixed them).")] = None,
 ) -> list[Any]:
     """Search the troubleshooting knowledge: indexed AReaL/slime docs, playbook cards and synced upstream
     issue threads (hybrid dense + BM25).

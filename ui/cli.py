@@ -69,7 +69,7 @@ class _Command(TyperCommand):
 #: How an option's value is named in help (default: the option's name in capitals).
 _METAVARS = {"index_dir": "DIR", "snapshot": "FILE", "save": "FILE", "output": "FILE", "config": "FILE", "log": "FILE",
              "max_lines": "N", "k": "N", "before_step": "STEP", "port": "PORT", "host": "HOST", "fileroot": "PATH",
-             "kind": "doc|card", "fail_on": "error|critical", "experiment_name": "NAME", "trial_name": "NAME"}
+             "kind": "doc|card|issue|known", "fail_on": "error|critical", "experiment_name": "NAME", "trial_name": "NAME"}
 
 
 app = typer.Typer(
@@ -133,6 +133,7 @@ COMMAND_MODULES = (
     "rlmedic.ui.cli_agent",
     "rlmedic.ui.cli_slack",
     "rlmedic.ui.cli_watch",
+    "rlmedic.ui.cli_env",
 )
 
 
@@ -165,6 +166,7 @@ SUMMARIES = {
     "chat": "Chat about a failed run in the terminal.",
     "web": "Serve the chat as a local web page.",
     "eval": "Score the agent on a set of cases.",
+    "env": "Print the versions that matter, to paste into an issue.",
 }
 
 

@@ -11,7 +11,8 @@ from typing import Optional
 
 import typer
 
-from rlmedic.ui.cli_knowledge import CHROMA_URL_HELP, use_chroma_url
+from rlmedic.ui.cli_knowledge import CHROMA_URL_HELP, KNOWN_ISSUES_HELP, use_chroma_url, use_known_issues
+from rlmedic.ui.params import path as path_param
 
 INDEX_DIR_HELP = "Index directory (default: $RLMEDIC_HOME/index or the per-user data dir)."
 BASE_URL_HELP = "OpenAI-compatible server, e.g. http://127.0.0.1:30000/v1 (default: $RLMEDIC_BASE_URL or that URL)."
@@ -35,8 +36,10 @@ def ask(
     thread: Optional[str] = typer.Option(None, "--thread", help="Conversation id: follow-up questions with the same id share memory."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
+    known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
 ) -> None:
     """Ask a troubleshooting question; attached files are investigated with rlmedic's tools."""
+    use_known_issues(known_issues)
     use_chroma_url(chroma_url)
     from rlmedic.agent.attachments import Attachments
     from rlmedic.agent.engine import answer_events
@@ -118,8 +121,10 @@ def eval_cases(
     json_out: bool = typer.Option(False, "--json", help="Print per-case scores and totals as JSON."),
     record: Optional[Path] = typer.Option(None, "--record", help="Save each case's transcript (events) in this folder."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
+    known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
 ) -> None:
     """Score the agent on cases: category right, must-mention share, citation, tool calls, seconds."""
+    use_known_issues(known_issues)
     from rlmedic.agent.evaluate import evaluate, load_cases
     from rlmedic.agent.llm import LLMConfig
     from rlmedic.knowledge.index import KnowledgeBase

@@ -8,6 +8,9 @@ from typing import Optional
 
 import typer
 
+from rlmedic.ui.cli_knowledge import KNOWN_ISSUES_HELP, use_known_issues
+from rlmedic.ui.params import path as path_param
+
 BASE_URL_HELP = "OpenAI-compatible server, e.g. http://127.0.0.1:30000/v1 (default: $RLMEDIC_BASE_URL)."
 
 
@@ -31,8 +34,10 @@ def chat(
     model: Optional[str] = typer.Option(None, "--model", help="Model name on the server (default: $RLMEDIC_MODEL or the first listed)."),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default: $RLMEDIC_API_KEY)."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: the data dir)."),
+    known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
 ) -> None:
     """Chat about a failed run in the terminal; /help lists the commands (piped input works too)."""
+    use_known_issues(known_issues)
     from rlmedic.agent.conversation import Conversation
     from rlmedic.ui.chat import chat_loop
 
@@ -69,8 +74,10 @@ def web(
     model: Optional[str] = typer.Option(None, "--model", help="Model name on the server."),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default: $RLMEDIC_API_KEY)."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: the data dir)."),
+    known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
 ) -> None:
     """Serve the chat as a web page (Gradio): upload logs and configs, see the diagnosis, diff, GPUs and sources."""
+    use_known_issues(known_issues)
     from rlmedic.errors import UserError
     from rlmedic.ui.web import WebSettings, launch
 

@@ -13,6 +13,28 @@ INDEX_DIR_HELP = "Index directory (default: $RLMEDIC_HOME/index or the per-user 
 CHROMA_URL_HELP = "A Chroma server (`chroma run`) for the dense index instead of the embedded store (env RLMEDIC_CHROMA_URL)."
 
 
+KNOWN_ISSUES_HELP = ("A folder of your team's known-issue records (YAML, see knowledge/known/README.md); repeatable. "
+                     "Adds to $RLMEDIC_KNOWN_ISSUES; RLMEDIC_KNOWN_ISSUES_BUILTIN=0 turns the shipped records off.")
+
+
+def use_known_issues(folders: list[Path] | None) -> None:
+    """Add ``--known-issues`` folders for this process (and its workers); report each bad record in one line.
+
+    A missing folder is an error (a typo must not silently drop the team's records); a bad record
+    is a warning on stderr and the rest still load.
+    """
+    from rlmedic.errors import UserError
+    from rlmedic.knowledge.known import add_folders, load
+
+    for folder in folders or []:
+        if not folder.expanduser().is_dir():
+            raise UserError(f"--known-issues {folder}: no such folder")
+    if folders:
+        add_folders([folder.expanduser() for folder in folders])
+    for line in load().problems:
+        typer.echo(f"warning: known issues: {line}", err=True)
+
+
 def use_chroma_url(url: str | None) -> None:
     """Point every knowledge base in this process at ``url`` (see rlmedic.settings.chroma_url)."""
     import os
@@ -71,17 +93,19 @@ def search(
     query: str = typer.Argument(..., metavar="QUERY", help="What to look for: words, a config key, an error string."),
     k: int = typer.Option(5, "-k", min=1, max=50, help="How many results."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", parser=path_param, help=INDEX_DIR_HELP),
-    kind: Optional[str] = typer.Option(None, "--kind", help="Only 'doc' (indexed docs), 'card' (playbook cards) or 'issue' (synced upstream threads)."),
+    kind: Optional[str] = typer.Option(None, "--kind", help="Only 'doc' (indexed docs), 'card' (playbook cards), 'issue' (synced upstream threads) or 'known' (known-issue records)."),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
+    known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
 ) -> None:
     """Hybrid search (dense + BM25) over the indexed docs, the playbook cards and synced issue threads."""
     use_chroma_url(chroma_url)
+    use_known_issues(known_issues)
     from rlmedic.errors import UserError
     from rlmedic.ui.cli import print_json, run_tool
 
-    if kind not in (None, "doc", "card", "issue"):
-        raise UserError(f"--kind must be 'doc', 'card' or 'issue', not {kind!r}")
+    if kind not in (None, "doc", "card", "issue", "known"):
+        raise UserError(f"--kind must be 'doc', 'card', 'issue' or 'known', not {kind!r}")
     results = run_tool("search_docs", {"query": query, "k": k, "kind": kind}, roots=[],
                        index_dir=existing_index_dir(index_dir, chroma_url))
     if json_out:

@@ -9,6 +9,9 @@ from typing import Optional
 
 import typer
 
+from rlmedic.ui.cli_knowledge import KNOWN_ISSUES_HELP, use_known_issues
+from rlmedic.ui.params import path as path_param
+
 from rlmedic.errors import UserError
 
 
@@ -29,12 +32,14 @@ def slack(
     offline: bool = typer.Option(False, "--offline", help="Answer without an LLM (the offline engine)."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: $RLMEDIC_HOME/index)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each event handled or ignored."),
+    known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
 ) -> None:
     """Answer @mentions and DMs in Slack threads.
 
     Socket Mode by default (SLACK_BOT_TOKEN, SLACK_APP_TOKEN); --http serves the Events API
     with SLACK_SIGNING_SECRET.
     """
+    use_known_issues(known_issues)
     from rlmedic.ui.slack_app import SlackBot, SlackSettings, build_app, serve_http
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s: %(message)s")

@@ -1,0 +1,58 @@
+"""How a known-issue match reads in an answer, an alert and a search result.
+
+One place for the words, so ``ask``, ``chat``, ``watch`` and the MCP search tool all say
+"Known issue owner/repo#N, fixed in ..." the same way. The answer pipeline calls
+:func:`known_lines` with its own citation numbering (``cite``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from rlmedic.knowledge.known.match import KnownMatch
+from rlmedic.types import Citation
+
+#: Matches by similarity only are mentioned, never lead; at most this many.
+RELATED_MAX = 2
+
+
+def leading(matches: Sequence[KnownMatch]) -> list[KnownMatch]:
+    """The matches that lead an answer: certain (exact, regex, exception) and not fixed in the user's release."""
+    return [m for m in matches if m.certain and m.version_status != "fixed_in_yours"]
+
+
+def known_lines(matches: Sequence[KnownMatch], cite: Callable[[Citation], int]) -> list[str]:
+    """Answer lines for ``matches`` (best first): the leading record with its cause, fix and version advice,
+    then demoted and merely similar records in one line each. ``cite`` numbers a citation (``Answer.cite``)."""
+    lines: list[str] = []
+    lead = leading(matches)[:1]
+    for m in lead:
+        r = m.record
+        ref = cite(m.citation) if m.citation else 0
+        lines.append(f"Known issue: {r.title} ({r.source}) [{ref}].")
+        if m.matched:
+            lines.append(f"  Your log: {m.matched[:240]}")
+        lines.append(f"  Cause: {r.cause.strip()}")
+        lines.append(f"  Fix: {r.fix.summary.strip()}")
+        for fix in m.fixes:
+            if fix.key or fix.action.startswith("run: "):
+                lines.append(f"    - {fix}")
+        lines.append(f"  {m.advice} <{r.source_url}>")
+    rest = [m for m in matches if m not in lead]
+    for m in rest:
+        if m.version_status == "fixed_in_yours" and m.certain:
+            lines.append(f"Known issue {m.record.source} matches your error, but {_tail(m.advice)} [{cite(m.citation)}]")
+    related = [m for m in rest if not (m.version_status == "fixed_in_yours" and m.certain)][:RELATED_MAX]
+    for m in related:
+        lines.append(f"Possibly related known issue: {m.record.title} [{cite(m.citation)}]: {m.advice}")
+    return lines
+
+
+def _tail(advice: str) -> str:
+    """The part of the advice after the issue's name (``your sglang 0.5 already has that fix...``)."""
+    return advice.split("; ", 1)[1] if "; " in advice else advice
+
+
+def alert_text(m: KnownMatch) -> str:
+    """One line for a ``watch`` alert or a tool result: the advice with its URL."""
+    return f"{m.advice} <{m.record.source_url}>"

@@ -1,0 +1,158 @@
+"""``--check``: validate records, count them, and measure self-retrieval.
+
+Self-retrieval asks of every record: does each of its own symptom strings (an error
+string, or a line made to match one of its regexes) retrieve *this* record first? A miss
+means two records claim the same line, or a string too generic to tell them apart.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rlmedic.knowledge.known.load import BUILTIN_DIR, Pack, folders, load
+
+TARGET = 0.95
+
+
+@dataclass
+class Report:
+    pack: Pack
+    load_ms: float
+    probes: int = 0
+    hits: int = 0
+    misses: list[str] = field(default_factory=list)
+    unprobed: list[str] = field(default_factory=list)
+
+    @property
+    def share(self) -> float:
+        return self.hits / self.probes if self.probes else 1.0
+
+    def lines(self) -> list[str]:
+        p = self.pack
+        out = [*p.problems]
+        out.append(f"{len(p.records)} records from {len(p.folders)} folder(s), loaded in {self.load_ms:.1f} ms; "
+                   f"{len(p.problems)} problem(s)")
+        out.append("per project: " + (", ".join(f"{k} {v}" for k, v in sorted(p.counts("frameworks").items())) or "none"))
+        out.append("per category: " + (", ".join(f"{k} {v}" for k, v in sorted(p.counts("category").items())) or "none"))
+        out.append(f"self-retrieval: {100 * self.share:.1f}% ({self.hits}/{self.probes} symptom strings retrieve their "
+                   f"own record first; target {100 * TARGET:.0f}%)")
+        out += [f"  miss: {m}" for m in self.misses[:30]]
+        if len(self.misses) > 30:
+            out.append(f"  ... and {len(self.misses) - 30} more")
+        if self.unprobed:
+            out.append(f"  no sample line could be made for the regexes of: {', '.join(self.unprobed[:20])}")
+        return out
+
+
+def check(dirs: list[str | Path] | None = None) -> Report:
+    """Load ``dirs`` (default: the configured folders) and measure self-retrieval."""
+    from rlmedic.knowledge.known.match import match
+
+    chosen = folders() if not dirs else [(Path(d), "builtin" if Path(d).resolve() == BUILTIN_DIR.resolve() else "team")
+                                          for d in dirs]
+    start = time.perf_counter()
+    pack = load(chosen)
+    report = Report(pack=pack, load_ms=1000 * (time.perf_counter() - start))
+    for record in pack.records:
+        probes = list(record.symptoms.errors)
+        for pattern in record.symptoms.regexes:
+            sample = sample_line(pattern)
+            if sample is None or not re.search(pattern, sample):
+                report.unprobed.append(record.id)
+            else:
+                probes.append(sample)
+        for probe in probes:
+            report.probes += 1
+            top = match([probe], pack=pack, versions={}, k=1)
+            if top and top[0].record.id == record.id:
+                report.hits += 1
+            else:
+                got = top[0].record.id if top else "nothing"
+                report.misses.append(f"{record.id}: {probe[:100]!r} -> {got}")
+    return report
+
+
+def sample_line(pattern: str) -> str | None:
+    """A short string the regex matches (first branch of each alternation, fewest repeats), or None."""
+    try:
+        from re import _parser as sre_parse  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - Python < 3.11
+        import sre_parse  # type: ignore[no-redef]
+    try:
+        parsed = sre_parse.parse(pattern)
+        return _emit(parsed, sre_parse)
+    except Exception:  # noqa: BLE001 - an exotic construct: no sample
+        return None
+
+
+def _emit(items, sp) -> str:
+    c = sp  # constants live on the parser module in 3.11+
+    out = []
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(arg))
+        elif name == "NOT_LITERAL":
+            out.append("x" if chr(arg) != "x" else "y")
+        elif name == "ANY":
+            out.append("x")
+        elif name == "IN":
+            out.append(_class(arg))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            low, _high, sub = arg
+            out.append(_emit(sub, c) * low)
+        elif name == "SUBPATTERN":
+            out.append(_emit(arg[-1], c))
+        elif name == "BRANCH":
+            out.append(_emit(arg[1][0], c))
+        elif name in ("AT", "ASSERT", "ASSERT_NOT"):
+            continue
+        elif name == "GROUPREF":
+            out.append("")
+        elif name == "CATEGORY":
+            out.append(_category(str(arg)))
+        else:
+            raise ValueError(name)
+    return "".join(out)
+
+
+def _class(items) -> str:
+    negate = False
+    for op, arg in items:
+        name = str(op)
+        if name == "NEGATE":
+            negate = True
+        elif negate:
+            continue
+        elif name == "LITERAL":
+            return chr(arg)
+        elif name == "RANGE":
+            return chr(arg[0])
+        elif name == "CATEGORY":
+            return _category(str(arg))
+    return "x" if negate else "a"
+
+
+def _category(name: str) -> str:
+    return {"CATEGORY_DIGIT": "0", "CATEGORY_SPACE": " ", "CATEGORY_WORD": "a", "CATEGORY_NOT_DIGIT": "a",
+            "CATEGORY_NOT_SPACE": "a", "CATEGORY_NOT_WORD": " "}.get(name, "a")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m rlmedic.knowledge.known",
+                                     description="Validate known-issue records and measure self-retrieval.")
+    parser.add_argument("--check", nargs="*", metavar="DIR", default=None,
+                        help="check these folders (default: the shipped pack and RLMEDIC_KNOWN_ISSUES)")
+    args = parser.parse_args(argv)
+    if args.check is None:
+        parser.print_help()
+        return 2
+    report = check(args.check or None)
+    for line in report.lines():
+        print(line)
+    return 1 if report.pack.problems else 0

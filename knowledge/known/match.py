@@ -1,0 +1,465 @@
+"""Match a user's logs and question against known-issue records, most certain first.
+
+Stages, each a stronger kind of evidence than the next:
+
+1. ``exact``: a record's error string is inside one of the user's lines (both normalised
+   the way :func:`rlmedic.knowledge.threads.normalize_error` does: log prefixes dropped,
+   numbers and case folded, whitespace collapsed);
+2. ``regex``: one of the record's regexes finds a line;
+3. ``exception``: the traceback ends in the record's exception type and its message shares
+   the record's words;
+4. ``similar``: BM25 over each record's title, errors, situation and cause (in-process, no
+   model), plus the index's hybrid search of ``kind="known"`` when a knowledge base is given.
+
+Frameworks named in the question or log boost their records. The user's versions (read
+from the texts unless given) decide whether a record's fix is already in their release;
+such a record is demoted and says so. Synced issue threads (``rlmedic sync-issues``) are
+converted to records on the way in and rank in the same list.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlmedic.knowledge.known.load import Pack, load
+from rlmedic.knowledge.known.schema import KNOWN_FRAMEWORKS, Record, fixed_text, github_url
+from rlmedic.types import Citation, Fix
+
+#: Base score of each stage; the similarity of the whole text adds up to SIM_WEIGHT on top.
+BASE = {"exact": 1.0, "regex": 0.9, "exception": 0.6, "similar": 0.0}
+SIM_WEIGHT = 0.3
+FRAMEWORK_BOOST = 0.08
+#: A record whose fix is in the user's release keeps this share of its score.
+FIXED_DEMOTION = 0.5
+#: Matches below this score are noise and are not returned.
+MIN_SCORE = 0.12
+#: A normalised error string shorter than this matches only a whole line (equal), never a part.
+MIN_SUBSTRING = 16
+#: Text scanned per input: the tail of a huge log holds the failure.
+MAX_TEXT_CHARS = 4_000_000
+MAX_REGEX_CHARS = 1_000_000
+HOWS = ("exact", "regex", "exception", "similar")
+
+_EXC_LINE = re.compile(r"(?m)^[^\S\n]*(?:[\w.]+:\s+)?((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure))"
+                       r"(?::[^\S\n]*(.*))?$")
+_WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
+_STOP = frozenset("the and for with was not are but this that from has have had into its when while can cannot you your "
+                  "error errors exception failed fails failure runtimeerror valueerror file line lines".split())
+_FRAMEWORK_WORDS = {
+    "areal": ("areal", "realhf"), "slime": ("slime",), "verl": ("verl",), "sglang": ("sglang",), "vllm": ("vllm",),
+    "megatron": ("megatron", "mcore"), "ray": ("ray",), "torch": ("torch", "pytorch"), "nccl": ("nccl",),
+    "transformers": ("transformers",),
+}
+
+
+@dataclass
+class KnownMatch:
+    """One record that matches, how sure, and what it means for the user's versions."""
+
+    record: Record
+    score: float
+    how: str
+    matched: str
+    version_status: str = "unknown"
+    yours: str = ""
+    advice: str = ""
+    fixes: list[Fix] = field(default_factory=list)
+    citation: Citation | None = None
+
+    @property
+    def certain(self) -> bool:
+        """An exact string, a regex or the exception type matched (not only similar words)."""
+        return self.how != "similar"
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.record
+        return {
+            "id": r.id, "title": r.title, "source": r.source, "url": r.source_url, "how": self.how,
+            "score": round(self.score, 4), "matched": self.matched, "version_status": self.version_status,
+            "yours": self.yours, "fixed_in": fixed_text(r), "advice": self.advice, "category": r.category,
+            "cause": r.cause, "fixes": [f.to_dict() for f in self.fixes], "citation": self.citation.to_dict() if self.citation else None,
+        }
+
+
+# -- the prepared pack ---------------------------------------------------------------------------
+class _Index:
+    """Normalised error strings, compiled regexes, exception names and a BM25 index of one pack."""
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        from rlmedic.knowledge.threads import normalize_error
+
+        self.records = list(records)
+        self.errors: list[tuple[str, int]] = []
+        for i, r in enumerate(self.records):
+            for text in r.symptoms.errors:
+                key = normalize_error(text)
+                if len(key) >= 8:
+                    self.errors.append((key, i))
+        self.exceptions: dict[str, list[int]] = {}
+        for i, r in enumerate(self.records):
+            if r.symptoms.exception:
+                self.exceptions.setdefault(_short_exc(r.symptoms.exception), []).append(i)
+        self.words = [set(_words(r.search_text())) for r in self.records]
+        self._bm25 = None
+
+    def similarity(self, query: str) -> dict[int, float]:
+        """record index -> BM25 score scaled to [0, 1] by the best one (empty when nothing shares a word)."""
+        tokens = [t for t in _words(query)]
+        if not tokens or not self.records:
+            return {}
+        if self._bm25 is None:
+            import bm25s
+
+            self._bm25 = bm25s.BM25()
+            self._bm25.index([_words(r.search_text()) or ["_empty_"] for r in self.records], show_progress=False)
+        vocab = self._bm25.vocab_dict
+        known = [t for t in tokens if t in vocab]
+        if not known:
+            return {}
+        n = min(len(self.records), 20)
+        docs, scores = self._bm25.retrieve([known], k=n, show_progress=False, n_threads=1)
+        pairs = [(int(d), float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
+        if not pairs:
+            return {}
+        best = pairs[0][1]
+        return {d: s / best for d, s in pairs}
+
+
+_INDEXES: dict[int, tuple[Pack, _Index]] = {}
+
+
+def _index(pack: Pack) -> _Index:
+    hit = _INDEXES.get(id(pack))
+    if hit is None or hit[0] is not pack:
+        if len(_INDEXES) > 8:
+            _INDEXES.clear()
+        hit = (pack, _Index(pack.records))
+        _INDEXES[id(pack)] = hit
+    return hit[1]
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+
+
+def _short_exc(name: str) -> str:
+    return name.rsplit(".", 1)[-1].lower()
+
+
+# -- matching ------------------------------------------------------------------------------------
+class _Lines:
+    """The user's lines, normalised into one blob, with a way back to the original line."""
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        from rlmedic.knowledge.threads import normalize_error
+
+        self.originals: list[str] = []
+        starts: list[int] = []
+        parts: list[str] = []
+        pos = 0
+        for text in texts:
+            for raw in text[-MAX_TEXT_CHARS:].splitlines():
+                line = raw.strip()
+                if not line:
+                    continue
+                norm = normalize_error(line)
+                starts.append(pos)
+                parts.append(norm)
+                self.originals.append(line)
+                pos += len(norm) + 1
+        self.starts = starts
+        self.norms = parts
+        self.blob = "\n".join(parts)
+
+    def find(self, key: str) -> str | None:
+        at = self.blob.find(key)
+        while at >= 0:
+            i = bisect.bisect_right(self.starts, at) - 1
+            if len(key) >= MIN_SUBSTRING or self.norms[i] == key:
+                return self.originals[i]
+            at = self.blob.find(key, at + 1)
+        return None
+
+
+def detect_frameworks(*texts: str) -> tuple[str, ...]:
+    """Frameworks named in the texts (``sglang``, ``verl``...), by whole word."""
+    low = "\n".join(t[-200_000:] for t in texts if t).lower()
+    out = []
+    for name, words in _FRAMEWORK_WORDS.items():
+        if any(re.search(rf"(?<![\w-]){w}(?![\w-])", low) for w in words):
+            out.append(name)
+    return tuple(out)
+
+
+def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict[str, str] | None = None,
+          frameworks: Sequence[str] = (), k: int = 3, kb: Any = None, pack: Pack | None = None,
+          min_score: float = MIN_SCORE) -> list[KnownMatch]:
+    """The ``k`` records that best match the user's ``texts`` (logs) and ``question``, best first.
+
+    ``versions`` ({package: version}) default to what :func:`rlmedic.versions.read_versions` finds
+    in the texts; ``frameworks`` add to those detected. ``kb`` (a
+    :class:`~rlmedic.knowledge.index.KnowledgeBase`) adds its dense+BM25 search of the records and
+    converts its synced issue threads into records that rank in the same list.
+    """
+    from rlmedic.versions import read_versions
+
+    if isinstance(texts, str):
+        texts = [texts]
+    texts = [t for t in texts if t]
+    pack = load() if pack is None else pack
+    idx = _index(pack)
+    lines = _Lines([*texts, question])
+    if versions is None:
+        versions = read_versions(question, *texts)
+    wanted = set(frameworks) | set(detect_frameworks(question, *texts))
+    found: dict[str, KnownMatch] = {}
+
+    def offer(record: Record, how: str, line: str, score: float) -> None:
+        old = found.get(record.id)
+        if old is None or score > old.score:
+            found[record.id] = KnownMatch(record=record, score=score, how=how, matched=line[:400])
+
+    # 1. exact error strings
+    for key, i in idx.errors:
+        line = lines.find(key)
+        if line is not None:
+            offer(idx.records[i], "exact", line, BASE["exact"] + 0.1 * min(len(key) / 80, 1.0))
+    # 2. regexes (raw text: a pattern may span lines)
+    bounded = [t[-MAX_REGEX_CHARS:] for t in (*texts, question)]
+    for record in idx.records:
+        if record.id in found:
+            continue
+        for pattern in record.compiled:
+            m = next((m for t in bounded if (m := pattern.search(t))), None)
+            if m is not None:
+                offer(record, "regex", _line_at(m), BASE["regex"])
+                break
+    # 3. exception type + message words
+    for exc, message, line in _exceptions(bounded):
+        msg_words = set(_words(message))
+        for i in idx.exceptions.get(_short_exc(exc), ()):
+            record = idx.records[i]
+            if record.id in found and found[record.id].how != "exception":
+                continue
+            shared = msg_words & idx.words[i]
+            overlap = len(shared) / max(len(msg_words), 1)
+            if len(shared) >= 2 or (not msg_words):
+                offer(record, "exception", line, BASE["exception"] + 0.2 * overlap)
+    # 4. similarity of the error lines and the question
+    from rlmedic.knowledge.threads import error_lines
+
+    # the error lines first (a search query is cut), then the question's words
+    errors = list(dict.fromkeys(line for t in (*texts, question) for line in error_lines(t)))
+    query = "\n".join([*errors, question])
+    sims = idx.similarity(query)
+    for i, sim in sims.items():
+        record = idx.records[i]
+        if record.id not in found:
+            offer(record, "similar", _best_line(texts, question), SIM_WEIGHT * sim)
+        else:
+            found[record.id].score += SIM_WEIGHT * sim
+    if kb is not None:
+        _from_index(kb, query, pack, found, offer)
+        _from_threads(kb, query, found, lines)
+    out = []
+    for m in found.values():
+        if wanted and set(m.record.frameworks) & wanted:
+            m.score += FRAMEWORK_BOOST
+        _versions(m, versions)
+        if m.score >= min_score:
+            out.append(m)
+    out.sort(key=lambda m: (-m.score, HOWS.index(m.how), m.record.id))
+    return out[:k]
+
+
+def _line_at(m: re.Match[str]) -> str:
+    text = m.string
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.start())
+    return text[start: end if end >= 0 else len(text)].strip()
+
+
+def _best_line(texts: Sequence[str], question: str) -> str:
+    from rlmedic.knowledge.threads import error_lines
+
+    for text in texts:
+        lines = error_lines(text, limit=1)
+        if lines:
+            return lines[0]
+    return " ".join(question.split())[:200]
+
+
+def _exceptions(texts: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(exception type, message, line) for each exception line, last ones first (the final error)."""
+    out = []
+    for text in texts:
+        for m in _EXC_LINE.finditer(text):
+            out.append((m.group(1), m.group(2) or "", m.group(0).strip()))
+    return out[::-1][:20]
+
+
+def _from_index(kb: Any, query: str, pack: Pack, found: dict[str, KnownMatch], offer) -> None:
+    """The index's hybrid search over the records (``kind="known"``): adds a rank-based share.
+
+    Only when the index already holds these records: embedding them is a one-off cost paid by
+    ``rlmedic search --kind known``, never by an answer.
+    """
+    by_id = pack.by_id()
+    try:
+        ready = getattr(kb, "known_ready", None)
+        if not query.strip() or ready is None or not ready(pack):
+            return
+        hits = kb.search(query[:2000], 5, kind="known")
+    except Exception:  # noqa: BLE001 - no index, or an empty one: the in-process stages stand
+        return
+    for rank, hit in enumerate(hits):
+        record = by_id.get(hit.id.removeprefix("known-"))
+        if record is None:
+            continue
+        bonus = SIM_WEIGHT * 0.5 / (rank + 1)
+        if record.id in found:
+            found[record.id].score += bonus
+        else:
+            offer(record, "similar", "", bonus)
+
+
+def _from_threads(kb: Any, query: str, found: dict[str, KnownMatch], lines: _Lines) -> None:
+    """Synced issue threads as records: an error-line match counts as ``exact``."""
+    try:
+        if not kb.has_issues() or not query.strip():
+            return
+        hits = kb.search(query[:2000], 3, kind="issue")
+    except Exception:  # noqa: BLE001
+        return
+    taken = {s for m in found.values() for s in m.record.sources}
+    for rank, hit in enumerate(hits):
+        if hit.source in taken:
+            continue
+        record = record_from_thread(hit)
+        if record is None:
+            continue
+        if hit.matched_error:
+            score = BASE["exact"] - 0.05  # a hand-written record with the same line ranks first
+            how = "exact"
+        else:
+            score = SIM_WEIGHT * 0.5 / (rank + 1)
+            how = "similar"
+        line = (lines.find(hit.matched_error) or hit.matched_error) if hit.matched_error else ""
+        found.setdefault(record.id, KnownMatch(record=record, score=score, how=how, matched=line[:400]))
+
+
+_REPO_FRAMEWORK = {"areal": "areal", "slime": "slime", "verl": "verl", "sglang": "sglang", "vllm": "vllm",
+                   "megatron-lm": "megatron", "ray": "ray", "pytorch": "torch", "nccl": "nccl", "transformers": "transformers"}
+
+
+def record_from_thread(hit: Any) -> Record | None:
+    """A synced thread (a search hit of ``kind="issue"``) in the record's shape, or None if it cannot be one."""
+    from pydantic import ValidationError
+
+    from rlmedic.versions import parse
+
+    repo, _, number = hit.source.partition("#")
+    name = repo.split("/")[-1].lower()
+    framework = _REPO_FRAMEWORK.get(name, "generic")
+    info = hit.info or {}
+    resolution = str(info.get("resolution") or "")
+    fix = str(info.get("fix") or "")
+    version = str(info.get("fixed_in") or "").lstrip("vV")
+    fixed_in = None
+    if version and parse(version) is not None:
+        fixed_in = {"package": framework if framework != "generic" else name, "version": version}
+    errors = [hit.matched_error] if hit.matched_error and len(hit.matched_error) >= 8 else [hit.section or hit.source]
+    if len(" ".join(errors[0].split())) < 8:
+        return None
+    try:
+        return Record(
+            id="thread-" + re.sub(r"[^a-z0-9]+", "-", hit.source.lower()).strip("-"),
+            title=hit.section or hit.source, frameworks=(framework,), category="other",
+            symptoms={"errors": errors, "situation": "reported in an upstream issue thread"},
+            cause=resolution or "not stated in the thread's replies",
+            fix={"summary": fix[:1].upper() + fix[1:] + "." if fix else resolution or "see the thread"},
+            fixed_in=fixed_in, sources=(hit.source,),
+            established_by="maintainer" if resolution else "reporter",
+            origin="thread", url=hit.url or github_url(hit.source),
+        )
+    except ValidationError:
+        return None
+
+
+# -- versions and advice ---------------------------------------------------------------------------
+def _versions(m: KnownMatch, versions: dict[str, str]) -> None:
+    from rlmedic.versions import canonical, status
+
+    r = m.record
+    package = (r.fixed_in.package if r.fixed_in else "") or (r.affected.package if r.affected else "")
+    yours = versions.get(canonical(package), "") if package else ""
+    m.yours = yours
+    m.version_status = status(
+        yours, fixed_in=r.fixed_in.version if r.fixed_in else "",
+        affected=r.affected.versions if r.affected and canonical(r.affected.package) == canonical(package) else "",
+    )
+    if m.version_status == "fixed_in_yours":
+        m.score *= FIXED_DEMOTION
+    m.citation = Citation(kind="issue", ref=r.source, section=r.title, url=r.source_url)
+    m.fixes = record_fixes(r, m.citation)
+    m.advice = advice(m)
+
+
+def record_fixes(record: Record, citation: Citation) -> list[Fix]:
+    """The record's config changes and commands as :class:`~rlmedic.types.Fix` (its summary when it has neither)."""
+    out: list[Fix] = []
+    for change in record.fix.changes:
+        out.append(Fix(op="set", key=change.key, new=change.value, framework=change.framework,
+                       why=record.title, rule=record.id, citations=(citation,)))
+    for command in record.fix.commands:
+        out.append(Fix(action=f"run: {command}", why=record.title, rule=record.id, citations=(citation,)))
+    if not out:
+        out.append(Fix(action=record.fix.summary, why=record.title, rule=record.id, citations=(citation,)))
+    return out
+
+
+def advice(m: KnownMatch) -> str:
+    """One sentence: the issue, where it was fixed, and what to do given the user's version."""
+    r = m.record
+    fixed = fixed_text(r)
+    head = f"Known issue {r.source}" + (f", fixed in {fixed}" if fixed else "")
+    package = r.fixed_in.package if r.fixed_in else (r.affected.package if r.affected else "")
+    if m.version_status == "fixed_in_yours":
+        return f"{head}; your {package} {m.yours} already has that fix, so this is probably not your problem (or a regression)."
+    workaround = r.fix.workaround.strip().rstrip(".")
+    if r.fixed_in and r.fixed_in.version:
+        yours = f" (you run {package} {m.yours})" if m.yours else ""
+        tail = f", or work around it: {_lower_first(workaround)}" if workaround else ""
+        return f"{head}: upgrade{yours}{tail}."
+    return f"{head}: {_lower_first(r.fix.summary.rstrip('.'))}" + (f"; workaround: {_lower_first(workaround)}" if workaround else "") + "."
+
+
+def _lower_first(text: str) -> str:
+    """``Lower the fraction`` -> ``lower the fraction``; an acronym (``NCCL ...``) stays."""
+    return text if text[:2].isupper() else text[:1].lower() + text[1:]
+
+
+# -- voting ------------------------------------------------------------------------------------------
+def vote_category(texts: Sequence[str] | str, k: int = 5, *, pack: Pack | None = None) -> tuple[str, float, list[KnownMatch]]:
+    """(category, share of the vote, matches): the ``k`` nearest records vote, weighted by score.
+
+    For an error no log signature knows: what kind of failure do similar known issues say it is?
+    ``("other", 0.0, [])`` when no record is near.
+    """
+    matches = match(texts, k=k, pack=pack, min_score=0.02)
+    if not matches:
+        return "other", 0.0, []
+    votes: Counter = Counter()
+    for m in matches:
+        votes[m.record.category] += m.score
+    category, weight = votes.most_common(1)[0]
+    return category, weight / sum(votes.values()), matches
+
+
+__all__ = ["KnownMatch", "match", "vote_category", "detect_frameworks", "record_from_thread", "record_fixes",
+           "advice", "KNOWN_FRAMEWORKS"]

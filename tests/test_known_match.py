@@ -1,0 +1,122 @@
+"""Matching known issues: exact strings, regexes, exception types, similar words; versions decide the advice."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURES
+from rlmedic.knowledge.known import known_lines, load, match, vote_category
+from rlmedic.knowledge.known.load import Pack
+
+PACK_DIR = FIXTURES / "known" / "pack"
+
+
+@pytest.fixture(scope="module")
+def pack() -> Pack:
+    loaded = load([(PACK_DIR, "builtin")])
+    assert not loaded.problems
+    return loaded
+
+
+FLUSH_LOG = """\
+[2025-05-02 11:02:03] INFO server_args: sglang==0.4.6 tp_size=2
+[2025-05-02 11:09:10 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1721, in flush_cache_wrapped
+    success = self.flush_cache()
+AssertionError: flush_cache failed: there are still running requests (17 running)
+"""
+
+
+def test_an_exact_error_line_in_a_log_leads_with_version_advice(pack: Pack) -> None:
+    top = match([FLUSH_LOG], pack=pack)[0]
+    assert (top.record.id, top.how, top.version_status, top.yours) == ("fx-engine-flush-cache-busy", "exact", "affected", "0.4.6")
+    assert top.matched.startswith("AssertionError: flush_cache failed")  # the user's own line, numbers and all
+    assert top.advice.startswith("Known issue fixture-org/sglang#1990, fixed in sglang 0.4.6.post1 (PR fixture-org/sglang#2001): "
+                                 "upgrade (you run sglang 0.4.6), or work around it: pause generation")
+    assert top.citation.kind == "issue" and top.citation.ref == "fixture-org/sglang#1990"
+    assert top.citation.url == "https://github.com/fixture-org/sglang/issues/1990"
+    assert [(f.key, f.new) for f in top.fixes if f.key] == [("rollout.pause_before_update", True)]
+    assert "run: pip install 'sglang>=0.4.6.post1'" in [str(f) for f in top.fixes]
+
+
+def test_numbers_case_and_spacing_do_not_hide_an_exact_match(pack: Pack) -> None:
+    line = "(EngineCore pid=88)   assertionerror:  FLUSH_CACHE failed:   there are still running requests"
+    assert match([line], pack=pack)[0].how == "exact"
+
+
+def test_a_record_fixed_in_the_users_version_is_demoted_and_says_so(pack: Pack) -> None:
+    affected = match([FLUSH_LOG], pack=pack)[0]
+    fixed = match([FLUSH_LOG.replace("sglang==0.4.6 ", "sglang==0.4.7 ")], pack=pack)[0]
+    assert fixed.record.id == affected.record.id and fixed.version_status == "fixed_in_yours"
+    assert fixed.score < affected.score / 1.5
+    assert "your sglang 0.4.7 already has that fix" in fixed.advice
+    # versions given explicitly (rlmedic env --json, pip list) win over the log
+    assert match([FLUSH_LOG], pack=pack, versions={"sglang": "0.4.6.post1"})[0].version_status == "fixed_in_yours"
+    assert match([FLUSH_LOG], pack=pack, versions={"sglang": "main"})[0].version_status == "unknown"
+    lines = known_lines(match([FLUSH_LOG.replace("sglang==0.4.6 ", "sglang==0.4.7 ")], pack=pack), lambda c: 1)
+    assert lines[0].startswith("Known issue fixture-org/sglang#1990 matches your error, but your sglang 0.4.7 already has")
+
+
+def test_a_regex_matches_a_line_whose_names_vary(pack: Pack) -> None:
+    log = "2025-06-01T10:00:00Z WARN router: Worker http://10.1.2.3:30001 is unhealthy after 5 consecutive failed health checks"
+    top = match([log], pack=pack)[0]
+    assert (top.record.id, top.how) == ("fx-router-worker-unhealthy", "regex")
+    assert "10.1.2.3" in top.matched
+
+
+def test_an_exception_type_with_shared_words(pack: Pack) -> None:
+    log = ("Traceback (most recent call last):\n  File \"update.py\", line 9, in sync\n"
+           "torch.distributed.DistBackendError: broadcast of the new weights to the rollout engines never completed")
+    top = match([log], pack=pack)[0]
+    assert (top.record.id, top.how) == ("fx-nccl-broadcast-watchdog", "exception")
+    assert match(["ValueError: broadcast of the new weights to the engines never completed"], pack=pack)[0].how == "similar"
+
+
+@pytest.mark.parametrize(
+    ("question", "want"),
+    [
+        ("the trainer tells the engine to drop its prefix cache between steps and the scheduler asserts because "
+         "generations are still in flight", "fx-engine-flush-cache-busy"),
+        ("with verl and vllm colocated, turning on free_cache_engine makes the engine refuse to start, something "
+         "about the allocator", "fx-vllm-sleep-cumem"),
+        ("resuming my megatron torch_dist checkpoint after upgrading transformer engine complains about _extra_state",
+         "fx-mcore-extra-state-missing"),
+        ("the router says every worker is unhealthy whenever prompts are long", "fx-router-worker-unhealthy"),
+        ("on two nodes the first weight broadcast from the trainer to the engines hangs until the watchdog fires",
+         "fx-nccl-broadcast-watchdog"),
+        ("flashinfer cannot compile its kernels inside my slim container image, there is no nvcc",
+         "fx-flashinfer-nvcc-missing"),
+    ],
+)
+def test_paraphrased_questions_find_the_record(pack: Pack, question: str, want: str) -> None:
+    found = match(question=question, pack=pack)
+    assert found and found[0].record.id == want and found[0].how == "similar"
+
+
+def test_unrelated_text_matches_nothing(pack: Pack) -> None:
+    assert match(["loss 0.31 reward 0.55 step 120"], question="how do I plot my reward curve?", pack=pack) == []
+
+
+def test_the_framework_named_breaks_a_tie(pack: Pack) -> None:
+    question = "engine fails at start"
+    plain = {m.record.id: m.score for m in match(question=question, pack=pack, k=10)}
+    boosted = {m.record.id: m.score for m in match(question=question, pack=pack, k=10, frameworks=["vllm"])}
+    assert boosted["fx-vllm-sleep-cumem"] > plain.get("fx-vllm-sleep-cumem", 0)
+    assert all(boosted[i] == plain[i] for i in plain if i != "fx-vllm-sleep-cumem" and i in boosted
+               and "vllm" not in pack.by_id()[i].frameworks)
+
+
+def test_vote_category(pack: Pack) -> None:
+    category, share, matches = vote_category("RuntimeError: Missing key(s) in state_dict: decoder.layers.0.mlp._extra_state",
+                                             pack=pack)
+    assert category == "checkpoint_recovery" and share > 0.5 and matches[0].record.id == "fx-mcore-extra-state-missing"
+    assert vote_category("all good, training finished", pack=pack) == ("other", 0.0, [])
+
+
+def test_a_huge_log_is_matched_quickly(pack: Pack) -> None:
+    import time
+
+    noise = "".join(f"[2025-05-02 11:{i // 60 % 60:02d}:{i % 60:02d}] INFO step {i} loss 0.{i % 97} reward 0.5\n"
+                    for i in range(60_000))
+    start = time.perf_counter()
+    top = match([noise + FLUSH_LOG], pack=pack)[0]
+    assert top.record.id == "fx-engine-flush-cache-busy" and time.perf_counter() - start < 5.0

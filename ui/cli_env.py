@@ -1,0 +1,24 @@
+"""``rlmedic env``: the versions that matter, to paste into an issue or a question."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("env")(env)
+
+
+def env(
+    json_out: bool = typer.Option(False, "--json", help="Print as JSON (what `rlmedic ask` and the known-issue matcher read)."),
+) -> None:
+    """Python, torch and its CUDA, driver and GPUs, and the versions of sglang, vllm, megatron-core, transformers,
+    ray, areal, slime, verl, flash-attn, flashinfer, deepspeed and NCCL (read from package metadata, nothing imported)."""
+    from rlmedic.envinfo import collect, render
+    from rlmedic.ui.cli import print_json
+
+    data = collect()
+    if json_out:
+        print_json(data)
+        return
+    typer.echo(render(data))
