@@ -37,7 +37,8 @@ from rlmedic.tools.logs.scan import (
 )
 from rlmedic.tools.logs.causality import Event, builtin_table as causal_table, describe_after, link
 from rlmedic.tools.logs.metrics import MetricCollector, MetricEvent
-from rlmedic.tools.logs.tracebacks import classify, read_traceback
+from rlmedic.tools.logs.nearest import nearest
+from rlmedic.tools.logs.tracebacks import Traceback, classify, quote, read_traceback
 from rlmedic.tools.logs.signatures import (
     ROLE_RANK,
     Catalog,
@@ -258,6 +259,14 @@ def excerpt_lines(hit: Hit, before: int = EXCERPT_BEFORE, after: int = EXCERPT_A
     return redact("\n".join(f"{mark} {n:>{width}} | {t}" for n, t, mark in rows))
 
 
+def _error_words(tb: Traceback) -> str:
+    """What an error says about itself: type, message, and the packages, functions and files of its frames."""
+    frames = tb.frames[-6:]
+    parts = [tb.exc_type, tb.text, " ".join(tb.packages()[:4])]
+    parts += [f"{f.func} {f.path.rsplit('/', 1)[-1].rsplit('.', 1)[0]} {f.code}" for f in frames]
+    return " ".join(parts)
+
+
 def _sig_fixes(sig: Signature, numbers: dict[str, Any], framework: str = "") -> list[Fix]:
     keep = {id(fix) for fix in _for_framework([fix for _when_, fix in sig.fixes], framework)}
     return [fix for when, fix in sig.fixes if id(fix) in keep and _when(when, numbers)]
@@ -394,13 +403,27 @@ class _Builder:
             phase = causal_table().collective_phase(first.numbers["op"], phase, f"{first.process} {first.text}")
         card_id, category = sig.card_for(phase, framework)
         fid, role, title, explain = sig.id, sig.role, sig.title, sig.explain
-        tb, rule = None, None
-        if sig.id == "python-exception":  # no literal signature knew the line: read its traceback
+        tb, rule, said, near = None, None, None, None
+        if sig.role not in ("marker", "symptom"):  # an exception line: read its traceback, say what it names
             tb = read_traceback(first.text, [t for _n, t in first.before])
+            said = quote(tb) if tb else None
+        if sig.id == "python-exception":  # no literal signature knew the line: classify its traceback
             rule = classify(tb) if tb else None
             if rule is not None:
                 fid, role, title, explain = rule.id, rule.role, rule.title, rule.explain
                 card_id, category = rule.card, rule.category
+            elif tb is not None:
+                title = tb.exc_type
+                near = nearest(_error_words(tb))
+                if near is not None:
+                    category = near.category
+                    card_id = near.card or card_id
+                    explain = (
+                        f"No signature knows this error; it is closest to {'known issues' if near.how == 'known' else 'the card'} "
+                        f"{', '.join(near.refs[:3]) if near.refs else near.card} (shared: {', '.join(near.shared[:5]) or 'their category'})"
+                    )
+                else:
+                    explain = "No signature knows this error; what it names is the place to start"
         numbers = {k: v for k, v in first.numbers.items() if k not in ("repeated",)}
         ranks = sorted({h.numbers["rank"] for h in hits if isinstance(h.numbers.get("rank"), int)})
         files = sorted({h.file for h in hits})
@@ -426,8 +449,8 @@ class _Builder:
             where = f" on ranks {_ranges(ranks)}"
         if isinstance(numbers.get("gpu"), int) and len(ranks) <= 1:
             where += f"{',' if where else ' on'} GPU {numbers['gpu']}"
-        if sig.group_by and first.group and sig.id == "python-exception":
-            title = f"{title}: {first.group}"
+        if tb is not None and rule is not None:
+            title = f"{title} ({tb.short_type})"
         summary = title
         if phase and phase in _PHASE_TEXT:
             summary += f" {_PHASE_TEXT[phase]}"
@@ -436,7 +459,13 @@ class _Builder:
             summary += f" (x{count}{f' in {len(files)} files' if len(files) > 1 else ''})"
         detail = _fill(sig.detail, numbers) if sig.detail else ""
         if sig.id == "python-exception":
-            detail = redact(first.text.strip())[:300]
+            detail = redact(said.text if said else (tb.text if tb else first.text.strip()))[:300]
+        elif said is not None and said.rule == "any-exception":
+            said = None  # a literal signature's own words say more than the bare message
+        elif said is not None and not detail:
+            detail = redact(said.text)[:300]
+        elif said is not None:
+            said = None
         if sig.id == "recover-info-dumped":
             step = self.metrics.step_before(last.file_index, last.line)
             detail = f"last at {last.file}:{last.line}" + (f" ({last.ts:%Y-%m-%d %H:%M:%S})" if last.ts else "")
@@ -451,6 +480,10 @@ class _Builder:
             summary += f". {explain}"
         card = _card(card_id)
         fixes = _sig_fixes(sig, numbers, framework) + _card_fixes(card, framework)
+        if said is not None and said.fix:  # what the exception names comes first; generic debugging tips go
+            fixes = [Fix(action=redact(said.fix), rule=f"quote:{said.rule}")] + [
+                f for f in fixes if not (card is not None and card.category == "other" and rule is None)
+            ]
         citations = ([card.citation] if card else []) + [Citation.log(first.file, first.line)]
         occurrences = [f"{h.file}:{h.line}" for h in hits[:MAX_OCCURRENCES]]
         evidence: dict[str, Any] = {
@@ -464,6 +497,17 @@ class _Builder:
         }
         if tb is not None:
             evidence["exception"] = tb.exc_type
+            if tb.text:
+                evidence["message"] = redact(tb.text)[:500]
+            if said is not None:
+                evidence["names"] = {k: redact(v) for k, v in said.names.items()}
+            if tb.frames and tb.frames[-1].code:
+                evidence["code"] = redact(tb.frames[-1].code)
+            if sig.id == "python-exception":
+                evidence["classified_by"] = (f"rule:{rule.id}" if rule else f"{near.how}:{near.card or ','.join(near.refs[:3])}"
+                                             if near else "none")
+            else:
+                evidence["classified_by"] = f"signature:{sig.id}"
             if tb.frames:
                 deepest = tb.frames[-1]
                 evidence["deepest_frame"] = redact(f"{deepest.path}:{deepest.line} in {deepest.func}")

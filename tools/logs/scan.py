@@ -370,7 +370,7 @@ def extract_numbers(line: str, extractors: dict[str, list[re.Pattern[str]]]) -> 
     return out
 
 
-_FRAME_LINE = re.compile(r'^\s*File "[^"]+", line \d+, in ')
+_FRAME_LINE = re.compile(r'^\s*File "[^"]+"(?:, line \d+)?,? in ')
 
 
 def _traceback_above(line: str, before: list[str]) -> list[str] | None:

@@ -32,10 +32,14 @@ TABLE_PATH = Path(__file__).parent / "tracebacks.yaml"
 DEEPEST = 8  # frames nearest the exception that a rule's `frames` are matched against
 
 _PREFIX = re.compile(r"^\(\w[\w:./-]*(?: pid=\d+)?[^)]*\)\s?")
-_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-_EXC = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Z]?\w*(?:Error|Exception))(?:\([\w.]+\))?: (.*)$")
+_FRAME = re.compile(r'File "([^"]+)"(?:, line (\d+))?,? (?:\.\.\., )?in (\S+)')
+_EXC = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Z]?\w*(?:Error|Exception))(?:\([\w.]+\))?(?:: (.*)|\s*)$")
 _PACKAGE = re.compile(r"(?:site|dist)-packages/([A-Za-z_]\w*)")
 _RULE_KEYS = {"id", "title", "category", "card", "role", "types", "message", "frames", "packages", "explain"}
+_QUOTE_KEYS = {"id", "types", "message", "say", "fix"}
+_ASSERT = re.compile(r"^assert\s+(.+?)(?:\s*,\s*(.+))?$")
+_NAME = re.compile(r"\b[A-Za-z_][\w.]*\b")
+_NOT_NAMES = frozenset("and or not in is None True False len isinstance self".split())
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Frame:
     path: str
     line: int
     func: str
+    code: str = ""  # the source line Python printed under the frame, when it did
 
     @property
     def package(self) -> str:
@@ -51,7 +56,7 @@ class Frame:
         if m:
             return m.group(1)
         for known in ("sglang", "vllm", "megatron", "areal", "realhf", "slime", "verl", "ray", "torch", "transformers"):
-            if f"/{known}/" in self.path:
+            if f"/{known}/" in self.path or self.path.startswith(f"{known}/"):
                 return known
         return "user"
 
@@ -70,6 +75,24 @@ class Traceback:
         """Packages of the frames, deepest (nearest the exception) first, without repeats."""
         return list(dict.fromkeys(f.package for f in reversed(self.frames)))
 
+    @property
+    def text(self) -> str:
+        """The message without the type repeated in front of it (``RuntimeError: RuntimeError: x`` -> ``x``)."""
+        message = self.message
+        while True:
+            m = re.match(r"\s*(?:[A-Za-z_]\w*\.)*(\w+(?:Error|Exception))(?:\([\w.]+\))?:\s*", message)
+            if not m or m.group(1) != self.short_type:
+                return message.strip()
+            message = message[m.end():]
+
+    @property
+    def where(self) -> str:
+        """The deepest frame as ``func (file:line)``, the place the exception was raised."""
+        if not self.frames:
+            return ""
+        f = self.frames[-1]
+        return f"{f.func} ({f.path.rsplit('/', 1)[-1]}{f':{f.line}' if f.line else ''})"
+
 
 def read_traceback(line: str, before: list[str]) -> Traceback | None:
     """The exception on ``line`` and the frames of the last traceback above it (same process)."""
@@ -78,18 +101,24 @@ def read_traceback(line: str, before: list[str]) -> Traceback | None:
     m = _EXC.search(body)
     if m is None:
         return None
-    exc_type, message = m.group(1), m.group(2).strip()
+    exc_type, message = m.group(1), (m.group(2) or "").strip()
     frames: list[Frame] = []
+    code = ""  # read bottom-up: a frame's source line comes before (below) its "File" line
     for text in reversed(before):
         if process_key(text) != me:
             continue
         text = _PREFIX.sub("", text, count=1)
         fm = _FRAME.search(text)
         if fm:
-            frames.append(Frame(fm.group(1), int(fm.group(2)), fm.group(3)))
+            frames.append(Frame(fm.group(1), int(fm.group(2) or 0), fm.group(3), code))
+            code = ""
             continue
         if "Traceback (most recent call last)" in text:
             break
+        stripped = text.strip()
+        if stripped and set(stripped) <= set("^~ "):  # Python 3.11's markers under the code
+            continue
+        code = stripped if stripped and text.startswith(" ") else ""
     frames.reverse()
     return Traceback(exc_type, message, frames)
 
@@ -166,7 +195,119 @@ def parse_table(data: Any, where: str = "tracebacks.yaml") -> list[Rule]:
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise UserError(f"{where}: duplicate rule id(s) {', '.join(dupes)}")
+    parse_quotes(data, where)  # the whole file is checked, quotes included
     return rules
+
+
+# ------------------------------------------------------------------ quotes --------
+
+
+@dataclass(frozen=True)
+class QuoteRule:
+    """How to say what an exception names: its key, module, attribute, file, shapes, the failed check."""
+
+    id: str
+    types: tuple[str, ...]
+    message: re.Pattern[str] | None
+    say: str
+    fix: str
+
+    def fields(self, tb: Traceback) -> dict[str, str] | None:
+        if self.types and tb.short_type not in self.types and tb.exc_type not in self.types:
+            return None
+        found: dict[str, str] = {}
+        if self.message is not None:
+            m = self.message.search(tb.text)
+            if m is None:
+                return None
+            found = {k: v or "" for k, v in m.groupdict().items()}
+        return found
+
+
+@dataclass(frozen=True)
+class Quote:
+    """What the exception names, as a sentence, and the first thing to do about it."""
+
+    rule: str
+    text: str
+    fix: str
+    names: dict[str, str]
+
+
+def _quote_rule(raw: Any, where: str) -> QuoteRule:
+    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not raw.get("say"):
+        raise UserError(f"{where}: a quote needs an 'id' and 'say'")
+    where = f"{where} ({raw['id']})"
+    unknown = sorted(set(raw) - _QUOTE_KEYS)
+    if unknown:
+        raise UserError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    try:
+        message = re.compile(str(raw["message"])) if raw.get("message") else None
+    except re.error as exc:
+        raise UserError(f"{where}: invalid regex in message ({exc})") from exc
+    names = set(message.groupindex) if message else set()
+    names |= {"type", "message", "code", "where", "expr", "names", "detail"}
+    for key in ("say", "fix"):
+        missing = sorted(set(re.findall(r"\{(\w+)\}", str(raw.get(key) or ""))) - names)
+        if missing:
+            raise UserError(f"{where}: {key} uses {', '.join(missing)}, which the message does not capture")
+    types = raw.get("types") or []
+    return QuoteRule(raw["id"], tuple(str(t) for t in (types if isinstance(types, list) else [types])), message,
+                     " ".join(str(raw["say"]).split()), " ".join(str(raw.get("fix") or "").split()))
+
+
+def parse_quotes(data: Any, where: str = "tracebacks.yaml") -> list[QuoteRule]:
+    raw = data.get("quotes") if isinstance(data, dict) else None
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise UserError(f"{where}: 'quotes' must be a list")
+    quotes = [_quote_rule(q, f"{where} quote #{i + 1}") for i, q in enumerate(raw)]
+    ids = [q.id for q in quotes]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise UserError(f"{where}: duplicate quote id(s) {', '.join(dupes)}")
+    return quotes
+
+
+def _fill_template(template: str, values: dict[str, str]) -> str:
+    """Fill ``{name}``s; a ``[...]`` part is dropped when a name in it has no value."""
+    def part(m: re.Match[str]) -> str:
+        inner = m.group(1)
+        return inner if all(values.get(n) for n in re.findall(r"\{(\w+)\}", inner)) else ""
+
+    text = re.sub(r"\[([^\[\]]*)\]", part, template)
+    text = re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), ""), text)
+    return " ".join(text.split())
+
+
+def quote(tb: Traceback, quotes: list[QuoteRule] | tuple[QuoteRule, ...] | None = None) -> Quote | None:
+    """The first quote rule that fits: a sentence naming what the exception names, and a fix."""
+    code = tb.frames[-1].code if tb.frames else ""
+    values = {"type": tb.short_type, "message": tb.text[:300], "code": code[:200], "where": tb.where}
+    am = _ASSERT.match(code)
+    if am:
+        values["expr"] = am.group(1)
+        names = [n for n in dict.fromkeys(_NAME.findall(am.group(1))) if n not in _NOT_NAMES]
+        values["names"] = ", ".join(names[:6])
+    for rule in builtin_quotes() if quotes is None else quotes:
+        found = rule.fields(tb)
+        if found is None:
+            continue
+        filled = {**values, **{k: v[:200] for k, v in found.items()}}
+        required = re.findall(r"\{(\w+)\}", re.sub(r"\[[^\[\]]*\]", "", rule.say))
+        if any(not filled.get(n) for n in required if n not in found):  # e.g. no assert line to quote
+            continue
+        names = {k: v for k, v in found.items() if v}
+        return Quote(rule.id, _fill_template(rule.say, filled), _fill_template(rule.fix, filled), names)
+    return None
+
+
+@functools.cache
+def builtin_quotes() -> tuple[QuoteRule, ...]:
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    data = yaml.load(TABLE_PATH.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
+    return tuple(parse_quotes(data, str(TABLE_PATH)))
 
 
 @functools.cache
