@@ -2,71 +2,198 @@
 
 Why not ``transformers``? Importing it (with the torch.distributed/dynamo modules it
 pulls in) takes ~6 s on a 2-core machine, and every ``ask`` and ``search`` would pay
-that. This module needs only ``torch``, ``safetensors`` and ``tokenizers`` and computes
-the same forward pass; ``tests/test_embeddings.py`` checks the resulting sentence
-vectors against sentence-transformers' for the same model.
+that. Two forwards of the same network live here:
+
+- :class:`NumpyBertEncoder`: numpy only, weights memory-mapped from the safetensors
+  file. A single query (``ask``, ``search``) uses it: importing torch alone costs ~2 s
+  of CPU, far more than the forward of one sentence.
+- :class:`BertEncoder`: torch, for bulk indexing, where its fused kernels win.
+
+``tests/test_embeddings.py`` checks both against sentence-transformers' vectors and
+against each other.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import mmap
 from pathlib import Path
+from typing import Any
 
-import torch
-from torch.nn import functional as F
+
+def _read_config(model_dir: Path) -> dict[str, Any]:
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    if config.get("model_type") != "bert" or config.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"{model_dir}: not a plain BERT model")
+    return config
+
+
+# -- numpy ---------------------------------------------------------------------------------
+
+_NP_DTYPES = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I64": "<i8", "I32": "<i4"}
+
+
+def load_numpy_weights(path: str | Path) -> dict[str, Any]:
+    """Tensors of a safetensors file as read-only numpy views of one memory map.
+
+    The format is an 8-byte little-endian header length, a JSON header (name -> dtype,
+    shape, byte offsets) and the raw data. Mapping instead of reading means a query
+    touches only the embedding rows of its own tokens (the 47 MB word table stays on disk).
+    """
+    import numpy as np
+
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    size = int.from_bytes(mapped[:8], "little")
+    header = json.loads(mapped[8 : 8 + size])
+    base = 8 + size
+    out: dict[str, Any] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _NP_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"{path}: tensor {name} has dtype {info['dtype']}, not one this reader knows")
+        start, end = info["data_offsets"]
+        arr = np.frombuffer(mapped, dtype=dtype, count=(end - start) // np.dtype(dtype).itemsize, offset=base + start)
+        arr = arr.reshape(info["shape"])
+        out[name] = arr.astype(np.float32, copy=False) if arr.dtype.kind == "f" else arr
+    return out
+
+
+def _erf(x):
+    """erf with |error| < 1.5e-7 (Abramowitz & Stegun 7.1.26), elementwise.
+
+    BERT's GELU is the exact (erf) one; numpy has no erf and scipy costs a 0.3 s import.
+    """
+    import numpy as np
+
+    sign = np.sign(x)
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return sign * (1.0 - poly * np.exp(-a * a))
+
+
+class NumpyBertEncoder:
+    """Post-LayerNorm BERT in numpy: embeddings, N x (self-attention, feed-forward)."""
+
+    def __init__(self, model_dir: str | Path) -> None:
+        model_dir = Path(model_dir)
+        config = _read_config(model_dir)
+        self.layers = int(config["num_hidden_layers"])
+        self.heads = int(config["num_attention_heads"])
+        self.eps = float(config.get("layer_norm_eps", 1e-12))
+        self.w = load_numpy_weights(model_dir / "model.safetensors")
+        self.hidden = self.w["embeddings.word_embeddings.weight"].shape[1]
+
+    def _ln(self, x, name: str):
+        import numpy as np
+
+        mean = x.mean(axis=-1, keepdims=True)
+        centered = x - mean
+        var = (centered * centered).mean(axis=-1, keepdims=True)
+        return centered / np.sqrt(var + self.eps) * self.w[f"{name}.weight"] + self.w[f"{name}.bias"]
+
+    def _linear(self, x, name: str):
+        return x @ self.w[f"{name}.weight"].T + self.w[f"{name}.bias"]
+
+    def __call__(self, input_ids, attention_mask):
+        """Last hidden states, shape (batch, tokens, hidden), float32."""
+        import numpy as np
+
+        w = self.w
+        input_ids = np.asarray(input_ids, dtype=np.int64)
+        batch, length = input_ids.shape
+        x = (
+            w["embeddings.word_embeddings.weight"][input_ids]
+            + w["embeddings.position_embeddings.weight"][:length][None, :, :]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
+        x = self._ln(x, "embeddings.LayerNorm")
+        mask = np.asarray(attention_mask)
+        bias = np.where(mask == 0, np.finfo(np.float32).min, 0.0).astype(np.float32)[:, None, None, :]
+        head_dim = self.hidden // self.heads
+        scale = np.float32(1.0 / math.sqrt(head_dim))
+        for i in range(self.layers):
+            p = f"encoder.layer.{i}"
+
+            def split(t):
+                return t.reshape(batch, length, self.heads, head_dim).transpose(0, 2, 1, 3)
+
+            q = split(self._linear(x, f"{p}.attention.self.query"))
+            k = split(self._linear(x, f"{p}.attention.self.key"))
+            v = split(self._linear(x, f"{p}.attention.self.value"))
+            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + bias
+            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            scores /= scores.sum(axis=-1, keepdims=True)
+            attn = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, self.hidden)
+            x = self._ln(x + self._linear(attn, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
+            h = self._linear(x, f"{p}.intermediate.dense")
+            ff = (0.5 * h * (1.0 + _erf(h * np.float32(1.0 / math.sqrt(2.0))))).astype(np.float32, copy=False)
+            x = self._ln(x + self._linear(ff, f"{p}.output.dense"), f"{p}.output.LayerNorm")
+        return x
+
+
+# -- torch ---------------------------------------------------------------------------------
 
 
 class BertEncoder:
-    """Post-LayerNorm BERT: embeddings, N x (self-attention, feed-forward)."""
+    """Post-LayerNorm BERT in torch (bulk indexing): embeddings, N x (self-attention, feed-forward)."""
 
     def __init__(self, model_dir: str | Path) -> None:
         from safetensors.torch import load_file
 
         model_dir = Path(model_dir)
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-        if config.get("model_type") != "bert" or config.get("position_embedding_type", "absolute") != "absolute":
-            raise ValueError(f"{model_dir}: not a plain BERT model")
+        config = _read_config(model_dir)
         self.layers = int(config["num_hidden_layers"])
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         self.w = load_file(str(model_dir / "model.safetensors"))
         self.hidden = self.w["embeddings.word_embeddings.weight"].shape[1]
 
-    def _ln(self, x: torch.Tensor, name: str) -> torch.Tensor:
+    def _ln(self, x, name: str):
+        from torch.nn import functional as F
+
         return F.layer_norm(x, (self.hidden,), self.w[f"{name}.weight"], self.w[f"{name}.bias"], self.eps)
 
-    def _linear(self, x: torch.Tensor, name: str) -> torch.Tensor:
+    def _linear(self, x, name: str):
+        from torch.nn import functional as F
+
         return F.linear(x, self.w[f"{name}.weight"], self.w[f"{name}.bias"])
 
-    @torch.inference_mode()
-    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def __call__(self, input_ids, attention_mask):
         """Last hidden states, shape (batch, tokens, hidden)."""
-        w = self.w
-        batch, length = input_ids.shape
-        positions = torch.arange(length).unsqueeze(0)
-        x = (
-            w["embeddings.word_embeddings.weight"][input_ids]
-            + w["embeddings.position_embeddings.weight"][positions]
-            + w["embeddings.token_type_embeddings.weight"][torch.zeros_like(input_ids)]
-        )
-        x = self._ln(x, "embeddings.LayerNorm")
-        # additive float mask (0 keep, -inf-ish pad): CPU SDPA has fused kernels for it
-        bias = torch.zeros(attention_mask.shape, dtype=x.dtype)
-        bias = bias.masked_fill(attention_mask == 0, torch.finfo(x.dtype).min)[:, None, None, :]
-        head_dim = self.hidden // self.heads
-        for i in range(self.layers):
-            p = f"encoder.layer.{i}"
+        import torch
+        from torch.nn import functional as F
 
-            def split(t: torch.Tensor) -> torch.Tensor:
-                return t.view(batch, length, self.heads, head_dim).transpose(1, 2)
+        with torch.inference_mode():
+            w = self.w
+            batch, length = input_ids.shape
+            positions = torch.arange(length).unsqueeze(0)
+            x = (
+                w["embeddings.word_embeddings.weight"][input_ids]
+                + w["embeddings.position_embeddings.weight"][positions]
+                + w["embeddings.token_type_embeddings.weight"][torch.zeros_like(input_ids)]
+            )
+            x = self._ln(x, "embeddings.LayerNorm")
+            # additive float mask (0 keep, -inf-ish pad): CPU SDPA has fused kernels for it
+            bias = torch.zeros(attention_mask.shape, dtype=x.dtype)
+            bias = bias.masked_fill(attention_mask == 0, torch.finfo(x.dtype).min)[:, None, None, :]
+            head_dim = self.hidden // self.heads
+            for i in range(self.layers):
+                p = f"encoder.layer.{i}"
 
-            q = split(self._linear(x, f"{p}.attention.self.query"))
-            k = split(self._linear(x, f"{p}.attention.self.key"))
-            v = split(self._linear(x, f"{p}.attention.self.value"))
-            attn = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0 / math.sqrt(head_dim))
-            attn = attn.transpose(1, 2).reshape(batch, length, self.hidden)
-            x = self._ln(x + self._linear(attn, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
-            ff = F.gelu(self._linear(x, f"{p}.intermediate.dense"))
-            x = self._ln(x + self._linear(ff, f"{p}.output.dense"), f"{p}.output.LayerNorm")
-        return x
+                def split(t):
+                    return t.view(batch, length, self.heads, head_dim).transpose(1, 2)
+
+                q = split(self._linear(x, f"{p}.attention.self.query"))
+                k = split(self._linear(x, f"{p}.attention.self.key"))
+                v = split(self._linear(x, f"{p}.attention.self.value"))
+                attn = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=1.0 / math.sqrt(head_dim))
+                attn = attn.transpose(1, 2).reshape(batch, length, self.hidden)
+                x = self._ln(x + self._linear(attn, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
+                ff = F.gelu(self._linear(x, f"{p}.intermediate.dense"))
+                x = self._ln(x + self._linear(ff, f"{p}.output.dense"), f"{p}.output.LayerNorm")
+            return x

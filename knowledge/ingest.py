@@ -176,7 +176,7 @@ def index_paths(
         raise UserError(f"{names}: nothing to index (every file was skipped: {'; '.join(report.skipped)[:300]})")
     if progress and changed:
         progress(len(changed), len(changed), "")
-    if changed or report.removed:
+    if changed or report.removed or store.snapshot_missing():
         store.rebuild_bm25()
     store.save_manifest()
     report.total_chunks = store.count()

@@ -4,10 +4,13 @@ Layout of an index directory::
 
     chroma/         persistent Chroma store (dense vectors + chunk text + metadata)
     bm25/           bm25s index over the same chunks (rebuilt when chunks change)
+    dense.sqlite    read-side copy of the chunks and their vectors (rebuilt with bm25/)
     manifest.json   per-file content hash and chunk ids (incremental re-index)
 
 The manifest is the only thing read when nothing changed, so a no-op re-index never
-loads the embedding model or Chroma.
+loads the embedding model or Chroma. Chroma stays the store of record; a query on the
+embedded store reads ``dense.sqlite`` instead (:mod:`rlmedic.knowledge.snapshot`):
+importing chromadb alone costs ~0.6 s of CPU, more than the rest of ``search``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from rlmedic.errors import UserError
 
 COLLECTION = "rlmedic_chunks"
+SNAPSHOT_FILE = "dense.sqlite"
 MANIFEST_VERSION = 1
 
 
@@ -89,6 +93,31 @@ class Store:
         self._error_keys: list[tuple[str, str]] | None = None
         self._error_blob = ""
         self._error_starts: list[int] = []
+        self._snapshot = None
+
+    # -- read-side snapshot -------------------------------------------------------------
+    @property
+    def snapshot(self):
+        """The fresh ``dense.sqlite`` of this store, or None (stale, missing, or a Chroma server holds the vectors)."""
+        if self._snapshot is None:
+            from rlmedic.knowledge.snapshot import Snapshot
+            from rlmedic.settings import chroma_url
+
+            found = None
+            if not chroma_url():
+                found = Snapshot.open(self.directory / SNAPSHOT_FILE, self.manifest_chunk_stamp())
+            self._snapshot = found or False
+        return self._snapshot or None
+
+    def snapshot_missing(self) -> bool:
+        """True when queries would go to the embedded Chroma for want of a fresh snapshot (an index from before it)."""
+        return not chroma_url_set() and self.manifest.files and self.snapshot is None
+
+    def manifest_chunk_stamp(self) -> str:
+        """A digest of the chunk ids the manifest lists: a snapshot written for other chunks is stale."""
+        from rlmedic.knowledge.snapshot import chunk_stamp
+
+        return chunk_stamp(c for e in self.manifest.files.values() for c in e.chunks)
 
     # -- dense side -------------------------------------------------------------------
     @property
@@ -148,6 +177,8 @@ class Store:
         return sum(len(e.chunks) for e in self.manifest.files.values())
 
     def dense_query(self, vector: list[float], n: int, kind: str | None = None) -> list[tuple[str, float]]:
+        if self.snapshot is not None:
+            return self.snapshot.dense_query(vector, n, kind)
         total = self.collection.count()
         if total == 0:
             return []
@@ -158,12 +189,16 @@ class Store:
     def get(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
         if not ids:
             return {}
+        if self.snapshot is not None:
+            return self.snapshot.get(ids)
         res = self.collection.get(ids=ids, include=["documents", "metadatas"])
         return {i: (doc, meta) for i, doc, meta in zip(res["ids"], res["documents"], res["metadatas"])}
 
     def vectors(self, ids: list[str]) -> dict[str, list[float]]:
         if not ids:
             return {}
+        if self.snapshot is not None:
+            return self.snapshot.vectors(ids)
         res = self.collection.get(ids=ids, include=["embeddings"])
         return {i: list(v) for i, v in zip(res["ids"], res["embeddings"])}
 
@@ -171,18 +206,28 @@ class Store:
         """Chunks whose deepest heading (normalised) is ``heading``."""
         if not heading:
             return []
+        if self.snapshot is not None:
+            return self.snapshot.ids_with_heading(heading, kind)
         res = self.collection.get(where={"$and": [{"heading": heading}, {"kind": kind}]}, include=[])
         return list(res["ids"])
 
     # -- sparse side ------------------------------------------------------------------
     def rebuild_bm25(self) -> None:
-        """Re-tokenise every chunk; cheap next to embedding (a few thousand chunks)."""
+        """Re-tokenise every chunk and rewrite the read-side snapshot; cheap next to embedding.
+
+        Called whenever chunks changed, so both read-side copies follow Chroma.
+        """
         import bm25s
 
+        from rlmedic.knowledge.snapshot import Snapshot
         from rlmedic.knowledge.words import tokenize
 
-        res = self.collection.get(include=["documents"])
+        res = self.collection.get(include=["documents", "metadatas", "embeddings"])
         ids, docs = res["ids"], res["documents"]
+        self._snapshot = None
+        if not chroma_url_set():
+            # stamped with the ids Chroma holds: used only while the manifest lists the same
+            Snapshot.write(self.directory / SNAPSHOT_FILE, ids, docs, res["metadatas"], res["embeddings"])
         bm25_dir = self.directory / "bm25"
         bm25_dir.mkdir(parents=True, exist_ok=True)
         if not ids:
@@ -202,9 +247,7 @@ class Store:
                 return []
             self._bm25_ids = _read_json(ids_path)
             if self._bm25_ids:
-                import bm25s
-
-                self._bm25 = bm25s.BM25.load(str(self.directory / "bm25"))
+                self._bm25 = _import_bm25s_for_queries().BM25.load(str(self.directory / "bm25"))
         if not self._bm25_ids or not tokens or self._bm25 is None:
             return []
         vocab = self._bm25.vocab_dict
@@ -260,6 +303,33 @@ class Store:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._error_keys = None
         self.manifest.save(self.manifest_path)
+
+
+def chroma_url_set() -> bool:
+    from rlmedic.settings import chroma_url
+
+    return bool(chroma_url())
+
+
+def _import_bm25s_for_queries():
+    """bm25s without scipy: loading and querying a saved index needs only numpy.
+
+    bm25s imports scipy.sparse when it can (0.3 s of CPU) but uses it only to build an
+    index; a ``None`` entry in ``sys.modules`` makes that optional import fail for this
+    one import. Indexing later in the same process still works (bm25s's numpy backend).
+    """
+    import sys
+
+    if "bm25s" in sys.modules or "scipy.sparse" in sys.modules:
+        import bm25s
+
+        return bm25s
+    sys.modules["scipy.sparse"] = None  # type: ignore[assignment]
+    try:
+        import bm25s
+    finally:
+        del sys.modules["scipy.sparse"]
+    return bm25s
 
 
 def _read_json(path: Path) -> Any:

@@ -30,3 +30,36 @@ def test_similar_meanings_are_closer_than_unrelated_ones() -> None:
     oom, oom2, ckpt = e.embed(["GPU ran out of memory", "CUDA OOM error on the device", "where is my checkpoint saved"])
     dot = lambda a, b: sum(x * y for x, y in zip(a, b))  # noqa: E731
     assert dot(oom, oom2) > dot(oom, ckpt)
+
+
+def test_numpy_and_torch_forwards_agree() -> None:
+    """The query path (numpy) and the indexing path (torch) give the same vectors to 1e-4 cosine."""
+    texts = [
+        "CUDA out of memory while SGLang generates rollouts",
+        "Set actor.mb_spec.max_tokens_per_mb to bound the tokens in one micro-batch. " * 20,  # truncated
+        "NCCL watchdog timeout",
+        "x",
+    ]
+    e = default_embedder()
+    by_numpy = e.embed(texts, engine="numpy")
+    by_torch = e.embed(texts, engine="torch")
+    for a, b in zip(by_numpy, by_torch):
+        assert abs(math.sqrt(sum(x * x for x in a)) - 1.0) < 1e-5
+        assert sum(x * y for x, y in zip(a, b)) > 1 - 1e-4
+    # padding in a mixed-length batch does not leak into the shorter texts
+    alone = e.embed([texts[2]], engine="numpy")[0]
+    assert sum(x * y for x, y in zip(alone, by_numpy[2])) > 1 - 1e-5
+
+
+def test_a_single_query_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from rlmedic.knowledge.embeddings import default_embedder\n"
+        "v = default_embedder().embed_query('NCCL watchdog timeout')\n"
+        "print(len(v), 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["384", "False"]
