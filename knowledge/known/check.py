@@ -25,6 +25,15 @@ class Report:
     hits: int = 0
     misses: list[str] = field(default_factory=list)
     unprobed: list[str] = field(default_factory=list)
+    #: probes whose string another record also claims (cannot single out one record)
+    shared_probes: int = 0
+    shared_misses: int = 0
+
+    @property
+    def share_distinct(self) -> float:
+        """Self-retrieval over the strings only one record claims."""
+        n = self.probes - self.shared_probes
+        return (self.hits - (self.shared_probes - self.shared_misses)) / n if n else 1.0
 
     @property
     def share(self) -> float:
@@ -39,6 +48,8 @@ class Report:
         out.append("per category: " + (", ".join(f"{k} {v}" for k, v in sorted(p.counts("category").items())) or "none"))
         out.append(f"self-retrieval: {100 * self.share:.1f}% ({self.hits}/{self.probes} symptom strings retrieve their "
                    f"own record first; target {100 * TARGET:.0f}%)")
+        out.append(f"  over the strings only one record claims: {100 * self.share_distinct:.1f}%; "
+                   f"{self.shared_probes} strings are claimed by several records ({self.shared_misses} of the misses)")
         out += [f"  miss: {m}" for m in self.misses[:30]]
         if len(self.misses) > 30:
             out.append(f"  ... and {len(self.misses) - 30} more")
@@ -49,13 +60,15 @@ class Report:
 
 def check(dirs: list[str | Path] | None = None) -> Report:
     """Load ``dirs`` (default: the configured folders) and measure self-retrieval."""
-    from rlmedic.knowledge.known.match import match
+    from rlmedic.knowledge.known.match import _index, match
+    from rlmedic.knowledge.threads import normalize_error
 
     chosen = folders() if not dirs else [(Path(d), "builtin" if Path(d).resolve() == BUILTIN_DIR.resolve() else "team")
                                           for d in dirs]
     start = time.perf_counter()
     pack = load(chosen)
     report = Report(pack=pack, load_ms=1000 * (time.perf_counter() - start))
+    index = _index(pack)
     for record in pack.records:
         probes = list(record.symptoms.errors)
         for pattern in record.symptoms.regexes:
@@ -67,9 +80,12 @@ def check(dirs: list[str | Path] | None = None) -> Report:
         for probe in probes:
             report.probes += 1
             top = match([probe], pack=pack, versions={}, k=1)
+            shared = index.shared.get(normalize_error(probe), 1) > 1
+            report.shared_probes += shared
             if top and top[0].record.id == record.id:
                 report.hits += 1
             else:
+                report.shared_misses += shared
                 got = top[0].record.id if top else "nothing"
                 report.misses.append(f"{record.id}: {probe[:100]!r} -> {got}")
     return report
@@ -103,7 +119,10 @@ def _emit(items, sp) -> str:
             out.append(_class(arg))
         elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
             low, _high, sub = arg
-            out.append(_emit(sub, c) * low)
+            if len(sub) == 1 and str(sub[0][0]) == "ANY":
+                out.append(" " * max(low, 1))  # ".*" between words reads as a space in a real line
+            else:
+                out.append(_emit(sub, c) * low)
         elif name == "SUBPATTERN":
             out.append(_emit(arg[-1], c))
         elif name == "BRANCH":

@@ -33,6 +33,12 @@ from rlmedic.types import Citation, Fix
 #: Base score of each stage; the similarity of the whole text adds up to SIM_WEIGHT on top.
 BASE = {"exact": 1.0, "regex": 0.9, "exception": 0.6, "similar": 0.0}
 SIM_WEIGHT = 0.3
+#: An error string shared by many records loses up to this much (it names a kind of failure, not one bug).
+GENERIC_PENALTY = 0.3
+#: Each further error string of the same record found in the user's lines.
+EXTRA_STRING = 0.05
+#: A match on a string at most this many records share may lead an answer.
+MAX_SHARED_TO_LEAD = 2
 FRAMEWORK_BOOST = 0.08
 #: A record whose fix is in the user's release keeps this share of its score.
 FIXED_DEMOTION = 0.5
@@ -70,18 +76,20 @@ class KnownMatch:
     advice: str = ""
     fixes: list[Fix] = field(default_factory=list)
     citation: Citation | None = None
+    #: how many records claim the matched error string (1: only this one)
+    shared: int = 1
 
     @property
     def certain(self) -> bool:
-        """An exact string, a regex or the exception type matched (not only similar words)."""
-        return self.how != "similar"
+        """A string only this record (or one other) claims, a regex or the exception type matched, not only words."""
+        return self.how != "similar" and self.shared <= MAX_SHARED_TO_LEAD
 
     def to_dict(self) -> dict[str, Any]:
         r = self.record
         return {
             "id": r.id, "title": r.title, "source": r.source, "url": r.source_url, "how": self.how,
             "score": round(self.score, 4), "matched": self.matched, "version_status": self.version_status,
-            "yours": self.yours, "fixed_in": fixed_text(r), "advice": self.advice, "category": r.category,
+            "yours": self.yours, "shared": self.shared, "fixed_in": fixed_text(r), "advice": self.advice, "category": r.category,
             "cause": r.cause, "fixes": [f.to_dict() for f in self.fixes], "citation": self.citation.to_dict() if self.citation else None,
         }
 
@@ -100,6 +108,21 @@ class _Index:
                 key = normalize_error(text)
                 if len(key) >= 8:
                     self.errors.append((key, i))
+        # how many records claim each error string (theirs, or one inside or around it): a string many
+        # records share ("CUDA out of memory") is evidence of a kind of failure, not of one bug
+        blob = "\n".join(k for k, _ in self.errors)
+        starts = [0]
+        for k, _ in self.errors:
+            starts.append(starts[-1] + len(k) + 1)
+        self.shared: dict[str, int] = {}
+        for key, i in self.errors:
+            owners = {i}
+            at = blob.find(key)
+            while at >= 0:
+                owners.add(self.errors[bisect.bisect_right(starts, at) - 1][1])
+                at = blob.find(key, at + 1)
+            owners |= {j for k, j in self.errors if j not in owners and k in key and len(k) >= MIN_SUBSTRING}
+            self.shared[key] = len(owners)
         self.exceptions: dict[str, list[int]] = {}
         for i, r in enumerate(self.records):
             if r.symptoms.exception:
@@ -224,11 +247,23 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
         if old is None or score > old.score:
             found[record.id] = KnownMatch(record=record, score=score, how=how, matched=line[:400])
 
-    # 1. exact error strings
+    # 1. exact error strings: longer and rarer strings count more; each further string of a record adds a little
+    hits: dict[str, int] = {}
     for key, i in idx.errors:
         line = lines.find(key)
-        if line is not None:
-            offer(idx.records[i], "exact", line, BASE["exact"] + 0.1 * min(len(key) / 80, 1.0))
+        if line is None:
+            continue
+        record = idx.records[i]
+        shared = idx.shared.get(key, 1)
+        score = BASE["exact"] + 0.1 * min(len(key) / 80, 1.0) - GENERIC_PENALTY * (1 - 1 / shared)
+        hits[record.id] = hits.get(record.id, 0) + 1
+        old = found.get(record.id)
+        if old is not None and old.how == "exact":
+            old.score = max(old.score, score) + EXTRA_STRING
+            old.shared = min(old.shared, shared)
+            continue
+        offer(record, "exact", line, score)
+        found[record.id].shared = shared
     # 2. regexes (raw text: a pattern may span lines)
     bounded = [t[-MAX_REGEX_CHARS:] for t in (*texts, question)]
     for record in idx.records:

@@ -84,6 +84,13 @@ class FixedIn(_Strict):
             raise ValueError(f"fixed_in.version {text!r} is not a release number (PEP 440, e.g. 0.4.6.post1)")
         return text
 
+    @field_validator("commit", mode="before")
+    @classmethod
+    def _commit(cls, value: Any) -> Any:
+        if isinstance(value, (int, float)):
+            raise ValueError(f"fixed_in.commit {value!r} must be quoted (YAML reads an all-digit sha as a number)")
+        return value
+
     @field_validator("pr")
     @classmethod
     def _pr(cls, value: str) -> str:
