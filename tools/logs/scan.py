@@ -129,10 +129,9 @@ class HyperscanEngine:
 
         self.owners = [owners for _lit, owners in literals]
         lits = [lit for lit, _owners in literals]
-        self._db = hyperscan.Database()
         exprs = [re.escape(lit.text).encode() for lit in lits]
         flags = [hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in lits]
-        self._db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+        self._db = _hyperscan_database(hyperscan, exprs, flags)
         self._lengths = [len(lit.text.encode()) for lit in lits]
 
     def scan(self, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
@@ -146,6 +145,25 @@ class HyperscanEngine:
         self._db.scan(memoryview(buf)[start:end], match_event_handler=on_match)
         out.sort()
         return out
+
+
+def _hyperscan_database(hyperscan: Any, exprs: list[bytes], flags: list[int]) -> Any:
+    """The block-mode database for these literals: compiled once, then loaded from the disk cache.
+
+    Keyed by the expressions, their flags and the Hyperscan version (a serialized
+    database only loads into the library version and CPU features that wrote it; a
+    failing load rebuilds it).
+    """
+    from rlmedic import diskcache
+
+    def build() -> Any:
+        db = hyperscan.Database()
+        db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+        return db
+
+    version = getattr(hyperscan, "__version__", "")
+    parts = [str(version), repr(getattr(hyperscan, "HS_VERSION", "")), *exprs, repr(flags)]
+    return diskcache.cached("hyperscan", diskcache.digest(parts), build, hyperscan.dumpb, hyperscan.loadb)
 
 
 def make_engine(

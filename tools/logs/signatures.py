@@ -192,13 +192,56 @@ def _minimal(literals: list[Literal]) -> list[Literal]:
 # ------------------------------------------------------------------ loading -------
 
 
+class LazyPattern:
+    """A validated regex that compiles on first use and pickles as its source.
+
+    The shipped catalog is cached on disk (:func:`builtin_catalog`); unpickling a
+    ``re.Pattern`` recompiles it, so a cold ``diagnose`` would still compile every
+    pattern of the catalog. A lazy one compiles only the patterns a log makes it use
+    (those whose literals occur). It answers like the ``re.Pattern`` it wraps.
+    """
+
+    __slots__ = ("pattern", "_flags", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0, compiled: re.Pattern[str] | None = None) -> None:
+        self.pattern = pattern
+        self._flags = flags
+        self._compiled = compiled
+
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern, self._flags)
+        return self._compiled
+
+    def search(self, string: str, *args: Any) -> re.Match[str] | None:
+        return self.compiled().search(string, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.compiled(), name)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LazyPattern, (self.pattern, self._flags))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyPattern):
+            return (self.pattern, self._flags) == (other.pattern, other._flags)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.pattern, self._flags))
+
+    def __repr__(self) -> str:
+        return f"LazyPattern({self.pattern!r})"
+
+
 def _compile(where: str, pattern: Any) -> re.Pattern[str]:
     if not isinstance(pattern, str) or not pattern:
         raise UserError(f"{where}: a pattern must be a non-empty string")
     try:
-        return re.compile(pattern)
+        compiled = re.compile(pattern)  # validated now, whatever happens later
     except re.error as exc:
         raise UserError(f"{where}: invalid regex {pattern!r} ({exc})") from exc
+    return LazyPattern(pattern, 0, compiled)  # type: ignore[return-value]
 
 
 def _compile_list(where: str, value: Any) -> list[re.Pattern[str]]:
@@ -349,5 +392,14 @@ def load_catalog(path: Path | None = None) -> Catalog:
 
 @functools.cache
 def builtin_catalog() -> Catalog:
-    """The shipped catalog, loaded once per process."""
-    return load_catalog(CATALOG_PATH)
+    """The shipped catalog, loaded once per process and validated once per edit.
+
+    The parsed catalog is cached on disk (:mod:`rlmedic.diskcache`) under the hash of the
+    YAML and of the code that parses it; its patterns compile on first use.
+    """
+    import pickle
+
+    from rlmedic import diskcache, types
+
+    key = diskcache.digest([CATALOG_PATH.read_bytes(), Path(__file__).read_bytes(), Path(types.__file__).read_bytes()])
+    return diskcache.cached("catalog", key, lambda: load_catalog(CATALOG_PATH), pickle.dumps, pickle.loads)
