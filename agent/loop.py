@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from rlmedic.agent import prompts
+from rlmedic.agent import claims, prompts
 from rlmedic.agent.events import Answer, Event, Final, Notice, TextDelta, ToolFinished, ToolStarted
 from rlmedic.agent.grounding import ground
 from rlmedic.agent.llm import LLMConfig
@@ -39,7 +39,8 @@ class Budgets:
     model_calls: int = 8
     tool_calls: int = 12
     tool_chars: int = 40_000  # all tool output sent to the model in one run
-    seconds: float = 300.0
+    seconds: float = 300.0  # the model's share of an answer (``--timeout`` lowers it)
+    fallback_reserve_s: float = 30.0  # tools of the offline fallback get this much after the model's share
     context_chars: int = 60_000  # trim old tool outputs above this (about 15k tokens)
     keep_recent_tools: int = 3  # tool outputs never trimmed
 
@@ -56,6 +57,7 @@ class RunState:
     results: list[Any] = field(default_factory=list)  # registry ToolResults, in call order
     calls: list[dict[str, Any]] = field(default_factory=list)
     parse_retry_used: bool = False
+    cut: str = ""  # why the model's last reply is incomplete ("" when it ended normally)
     fallback: str = ""  # why the model's answer cannot be used ("" when it can)
     notes: list[str] = field(default_factory=list)
 
@@ -101,24 +103,28 @@ class Guard:
                     return ModelResponse(result=[AIMessage(content="")])
                 request = request.override(messages=trim_context(request.messages, budgets))
                 run.model_calls += 1
-                response = handler(request)
-                message = response.result[-1] if response.result else None
-                if isinstance(message, AIMessage) and message.invalid_tool_calls and not message.tool_calls:
-                    error = _describe_error(message.invalid_tool_calls)
+                message = tidy(handler(request), tool_names, run)
+                retry_reason = what = why = ""
+                if message.invalid_tool_calls and not message.tool_calls:
+                    why = _describe_error(message.invalid_tool_calls)
+                    retry_reason, what = prompts.PARSE_ERROR.format(error=why), "the model's tool call could not be parsed"
+                elif run.cut and (message.tool_calls or message.invalid_tool_calls):
+                    retry_reason, what, why = prompts.CUT_CALL, "the model's tool call was cut off", run.cut
+                    message = message.model_copy(update={"tool_calls": [], "invalid_tool_calls": []})
+                if retry_reason:
                     if not run.parse_retry_used and run.model_calls < budgets.model_calls:
                         run.parse_retry_used = True
-                        run.notes.append(f"the model's tool call could not be parsed ({error}); it was asked once more")
-                        retry = list(request.messages) + [
-                            AIMessage(content=_text(message.content)),
-                            HumanMessage(content=prompts.PARSE_ERROR.format(error=error)),
-                        ]
+                        run.notes.append(f"{what} ({why}); it was asked once more")
+                        retry = list(request.messages) + [AIMessage(content=_text(message.content)),
+                                                          HumanMessage(content=retry_reason)]
                         run.model_calls += 1
-                        response = handler(request.override(messages=retry))
-                        message = response.result[-1] if response.result else None
-                    if isinstance(message, AIMessage) and message.invalid_tool_calls and not message.tool_calls:
-                        run.fallback = f"the model's tool call could not be parsed twice ({error})"
+                        message = tidy(handler(request.override(messages=retry)), tool_names, run)
+                        if run.cut and (message.tool_calls or message.invalid_tool_calls):
+                            message = message.model_copy(update={"tool_calls": [], "invalid_tool_calls": []})
+                    if not message.tool_calls and (message.invalid_tool_calls or run.cut):
+                        run.fallback = f"{what} twice ({why})"
                         return ModelResponse(result=[AIMessage(content=_text(message.content))])
-                return response
+                return ModelResponse(result=[message])
 
             def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
                 run = run_ref()
@@ -138,6 +144,41 @@ class Guard:
                     return err(call, f"error: the tool {call['name']} failed: {type(exc).__name__}: {exc}")
 
         return _Guard()
+
+
+def tidy(response: Any, tool_names: list[str], run: RunState) -> Any:
+    """The model's reply made safe to use: reasoning stripped, text tool calls parsed, cuts noted.
+
+    - ``<think>`` blocks leave the content (so they are neither shown nor sent back);
+    - with no structured call, a call written as text (``<tool_call>``, fenced JSON, ...)
+      becomes a real one (:mod:`rlmedic.agent.textcalls`);
+    - ``finish_reason`` ``length``, or none at all (the stream closed early), sets
+      ``run.cut``: the caller never runs cut arguments nor takes cut text as complete.
+    """
+    from langchain_core.messages import AIMessage
+
+    from rlmedic.agent.textcalls import parse_tool_calls, strip_think
+
+    message = response.result[-1] if response.result else AIMessage(content="")
+    if not isinstance(message, AIMessage):
+        return AIMessage(content="")
+    finish = (message.response_metadata or {}).get("finish_reason")
+    run.cut = ""
+    if finish == "length":
+        run.cut = "finish_reason=length: the max_tokens limit was reached"
+    elif finish is None and (message.content or message.tool_calls or message.invalid_tool_calls):
+        run.cut = "the stream ended without a finish_reason"
+    content = _text(message.content)
+    clean = strip_think(content)
+    update: dict[str, Any] = {}
+    if clean != content:
+        update["content"] = clean
+    if not message.tool_calls and not message.invalid_tool_calls and not run.cut:
+        calls, prose = parse_tool_calls(content, tool_names)
+        if calls:
+            update.update(content=prose, tool_calls=[c.as_langchain() for c in calls])
+            run.notes.append(f"the model wrote {len(calls)} tool call(s) as text; rlmedic read them")
+    return message.model_copy(update=update) if update else message
 
 
 def trim_context(messages: list[Any], budgets: Budgets) -> list[Any]:
@@ -233,6 +274,10 @@ class Agent:
 
         if registry is None:
             from rlmedic.registry import REGISTRY as registry  # noqa: N811
+        import dataclasses
+
+        # the model's share of the answer never exceeds --timeout / RLMEDIC_TIMEOUT
+        budgets = dataclasses.replace(budgets, seconds=min(budgets.seconds, config.timeout_s))
         self.ctx, self.kb, self.budgets = ctx, kb, budgets
         self.attachments = list(attachments)
         self.call = call or registry.call
@@ -266,29 +311,42 @@ class Agent:
         return {"configurable": {"thread_id": self.thread_id}, "recursion_limit": 4 * self.budgets.model_calls + 10}
 
     def _stream(self, payload: dict[str, Any]) -> Iterator[Event]:
+        """The graph's events; text is filtered (no reasoning, no tool-call markup) and the
+        stream is abandoned when the run's time budget is spent (a runaway generation)."""
         from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
 
-        for mode, item in self.graph.stream(payload, self._config(), stream_mode=["messages", "updates"]):
-            if mode == "messages":
-                chunk, meta = item
-                if isinstance(chunk, AIMessageChunk) and meta.get("langgraph_node") == "model":
-                    text = _text(chunk.content)
-                    if text:
-                        yield TextDelta(text)
-                continue
-            for update in (item or {}).values():
-                for message in (update or {}).get("messages", []) if isinstance(update, dict) else []:
-                    if isinstance(message, AIMessage):
-                        for call in message.tool_calls:
-                            yield ToolStarted(id=call["id"] or "", name=call["name"], args=call["args"])
-                    elif isinstance(message, ToolMessage):
-                        result = message.artifact
-                        if result is not None and hasattr(result, "ok"):
-                            yield ToolFinished(id=message.tool_call_id, name=result.name, ok=result.ok,
-                                               data=result.data, error=result.error, seconds=result.seconds)
-                        else:
-                            yield ToolFinished(id=message.tool_call_id, name=message.name or "",
-                                               ok=message.status != "error", error=_text(message.content))
+        from rlmedic.agent.textcalls import VisibleText
+
+        filters: dict[str, VisibleText] = {}
+        deadline = self.run.started + self.budgets.seconds
+        stream = self.graph.stream(payload, self._config(), stream_mode=["messages", "updates"])
+        try:
+            for mode, item in stream:
+                if time.monotonic() > deadline:
+                    self.run.fallback = self.run.fallback or f"the time budget ({self.budgets.seconds:.0f} s) ran out mid-stream"
+                    return
+                if mode == "messages":
+                    chunk, meta = item
+                    if isinstance(chunk, AIMessageChunk) and meta.get("langgraph_node") == "model":
+                        text = filters.setdefault(chunk.id or "", VisibleText()).feed(_text(chunk.content))
+                        if text:
+                            yield TextDelta(text)
+                    continue
+                for update in (item or {}).values():
+                    for message in (update or {}).get("messages", []) if isinstance(update, dict) else []:
+                        if isinstance(message, AIMessage):
+                            for call in message.tool_calls:
+                                yield ToolStarted(id=call["id"] or "", name=call["name"], args=call["args"])
+                        elif isinstance(message, ToolMessage):
+                            result = message.artifact
+                            if result is not None and hasattr(result, "ok"):
+                                yield ToolFinished(id=message.tool_call_id, name=result.name, ok=result.ok,
+                                                   data=result.data, error=result.error, seconds=result.seconds)
+                            else:
+                                yield ToolFinished(id=message.tool_call_id, name=message.name or "",
+                                                   ok=message.status != "error", error=_text(message.content))
+        finally:
+            stream.close()  # closes the HTTP response of a generation still running
 
     def messages(self) -> list[dict[str, Any]]:
         """The thread's messages as JSON-ready dicts (LangChain's own format)."""
@@ -303,6 +361,20 @@ class Agent:
         last = messages[-1] if messages else None
         return _text(last.content).strip() if isinstance(last, AIMessage) and not last.tool_calls else ""
 
+    def uninvestigated(self) -> list[Path]:
+        """Attachments no successful tool call has read yet (the safety net runs the tools on them)."""
+        read: list[str] = []
+        for call in self.run.calls:
+            if call.get("ok"):
+                read += [str(v) for v in _values(call.get("args") or {})]
+        out = []
+        for path in self.attachments:
+            text = str(path)
+            if not any(r == text or r.startswith(text.rstrip("/") + "/") or text.startswith(r.rstrip("/") + "/")
+                       for r in read):
+                out.append(path)
+        return out
+
     def _finish(self, question: str) -> Iterator[Event]:
         from langchain_core.messages import HumanMessage
 
@@ -312,17 +384,24 @@ class Agent:
         for note in run.notes:
             yield Notice(note)
         reply = "" if run.fallback else self._last_reply()
-        if not run.fallback and not run.tool_calls and self.attachments:
-            # the model answered without looking at the files: run the tools, ask once more
-            yield Notice("the model called no tool although files were attached; rlmedic ran the tools itself")
+        missing = self.uninvestigated() if self.attachments else []
+        if missing:
+            # evidence, not call counts: files the model did not read (no call, or only failed calls)
+            # are investigated by rlmedic itself, and the model is asked once more with the results
+            names = ", ".join(p.name for p in missing)
+            yield Notice(f"the model did not investigate {names}; rlmedic ran the tools itself")
+            self._fresh_deadline()
             peek = lambda p: self.ctx.confinement.read_bytes(p, max_bytes=4096)  # noqa: E731
             gathered: list[Any] = []
-            yield from run_tools(plan_calls(self.attachments, peek), self.ctx, gathered, self.call)
+            yield from run_tools(plan_calls(missing, peek), self.ctx, gathered, self.call)
             run.results += gathered
-            run.calls += [{"name": r.name, "args": {}, "ok": r.ok} for r in gathered]
-            texts = "\n\n".join(f"{r.name}: {r.text if r.ok else 'error: ' + r.error}" for r in gathered)
-            yield from self._stream({"messages": [HumanMessage(content=prompts.GROUND.format(results=texts))]})
-            reply = "" if run.fallback else self._last_reply()
+            run.calls += [{"name": r.name, "args": {"paths": [str(p) for p in missing]}, "ok": r.ok} for r in gathered]
+            if not run.fallback and time.monotonic() - run.started < self.budgets.seconds:
+                texts = "\n\n".join(f"{r.name}: {r.text if r.ok else 'error: ' + r.error}" for r in gathered)
+                yield from self._stream({"messages": [HumanMessage(content=prompts.GROUND.format(results=texts))]})
+                reply = "" if run.fallback else self._last_reply()
+            else:
+                reply = ""
         if not reply:
             why = run.fallback or "the model returned an empty reply"
             yield from fallback(question, self, f"offline: {why}; answer composed from the tools")
@@ -330,9 +409,35 @@ class Agent:
         pasted = pasted_log_result(question)  # log text in the question grounds the category too
         evidence = ([pasted] if pasted is not None else []) + run.results
         answer = ground(Answer(answer=reply, engine="llm", summary=reply.split("\n", 1)[0][:300]), evidence)
+        notes = list(run.notes)
+        if run.cut:
+            answer.answer = reply.rstrip() + "\n[the model's reply was cut off here]"
+            notes.append(f"the model's reply is incomplete ({run.cut})")
+        haystack = claims.evidence_text(evidence, [question, *map(str, self.attachments),
+                                                   *(str(c) for c in answer.citations)])
+        answer.answer, unsupported = claims.check(answer.answer, haystack)
+        if unsupported:
+            notes.append(claims.notice(unsupported))
+        for note in notes[len(run.notes):]:
+            yield Notice(note)
         answer.tool_calls = run.calls
-        answer.notices = list(run.notes)
+        answer.notices = notes
         yield Final(answer)
+
+    def _fresh_deadline(self) -> None:
+        """Tools run after the model's share get the fallback reserve (never an expired deadline)."""
+        if self._own_deadline or (self.ctx is not None and getattr(self.ctx, "deadline", None)):
+            floor = time.monotonic() + self.budgets.fallback_reserve_s
+            if self.ctx.deadline is None or self.ctx.deadline < floor:
+                self.ctx.deadline = floor
+
+
+def _values(args: dict[str, Any]) -> Iterator[Any]:
+    for value in args.values():
+        if isinstance(value, (list, tuple)):
+            yield from value
+        elif isinstance(value, str):
+            yield value
 
 
 def fallback(question: str, agent: Agent | None, notice: str, *, attachments: Sequence[Path] = (), ctx: Any = None,
@@ -343,5 +448,7 @@ def fallback(question: str, agent: Agent | None, notice: str, *, attachments: Se
     if agent is not None:
         attachments, ctx, kb, call = agent.attachments, agent.ctx, agent.kb, agent.call
     results = agent.run.results if agent is not None else []
+    if agent is not None:
+        agent._fresh_deadline()
     yield from run_offline(question, attachments=attachments, ctx=ctx, kb=kb, notices=[notice], results=results,
                            call=call)

@@ -34,6 +34,11 @@ PARSE_ERROR = (
     "valid JSON object matching its schema, or write the answer."
 )
 
+CUT_CALL = (
+    "Your reply was cut off (the token limit was reached) before the tool call's arguments were "
+    "complete, so it was not run. Call the tool again with short, complete arguments, or write the answer."
+)
+
 REPEATED_CALL = (
     "You already called {name} with these arguments; its result is above. Do not repeat it: "
     "use that result, call a different tool, or write the answer."

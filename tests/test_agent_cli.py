@@ -108,11 +108,12 @@ def test_eval_record_makes_a_replayable_transcript(tmp_path: Path) -> None:
     transcript = json.loads((tmp_path / "rec" / "areal-train-oom.json").read_text())
     kinds = [e["type"] for e in transcript["events"]]
     assert kinds[0] == "tool_started" and kinds[-1] == "final"
-    assert [m["type"] for m in transcript["messages"]] == ["human", "ai", "tool", "ai"]
+    # the model read the log only; the safety net ran fix_config on the attached config and asked again
+    assert [m["type"] for m in transcript["messages"]] == ["human", "ai", "tool", "ai", "human", "ai"]
     # replay: the recorded model turns drive a fresh scripted server to the same answer
     ai = [m["data"] for m in transcript["messages"] if m["type"] == "ai"]
     replayed = [Reply(content=m["content"], calls=[tool(c["name"], **c["args"]) for c in m["tool_calls"]]) for m in ai]
     with FakeOpenAI(replayed) as server:
         again = runner.invoke(app, ["eval", str(case), "--base-url", server.base_url, "--json"])
     score = json.loads(again.stdout)["cases"][0]
-    assert score["engine"] == "llm" and score["category_right"] and score["tool_calls"] == 1
+    assert score["engine"] == "llm" and score["category_right"] and score["tool_calls"] == 2  # the model's diagnose + the safety net's fix_config

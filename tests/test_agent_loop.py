@@ -135,12 +135,16 @@ def test_unknown_tool_and_wrong_argument_types_come_back_as_error_results(files:
     with FakeOpenAI(replies) as server:
         events = run(server, "why?", [log])
     done = finished(events)
-    assert [d.ok for d in done] == [False, False, False]
+    # the model's three calls fail; then the safety net reads the log the model never read
+    assert [d.ok for d in done] == [False, False, False, True]
     assert "no tool named 'read_file'" in done[0].error and "diagnose" in done[0].error
     assert done[1].error and done[2].error
+    assert done[3].name == "diagnose"
     assert "no tool named" in tool_messages(server.requests[1])[-1]
     assert tool_messages(server.requests[2])[-1].startswith("error:")
-    assert final(events).engine == "llm"
+    answer = final(events)
+    assert answer.engine == "llm"
+    assert answer.category == "oom_training" and answer.root_cause  # grounded despite the failed calls
 
 
 def test_a_tool_that_raises_becomes_an_error_result(files: tuple[Path, Path]) -> None:
@@ -158,9 +162,11 @@ def test_a_tool_that_raises_becomes_an_error_result(files: tuple[Path, Path]) ->
     replies = [Reply(calls=[tool("diagnose", paths=[str(log)])]), Reply(content="The diagnosis tool failed; unknown cause.")]
     with FakeOpenAI(replies) as server:
         events = run(server, "why?", [log], registry=Broken())
-    (done,) = finished(events)
+    done, *retried = finished(events)
     assert not done.ok and "RuntimeError: parser bug" in done.error
     assert "parser bug" in tool_messages(server.requests[1])[-1]
+    # the log was never read successfully: the safety net tried once more (and failed the same way)
+    assert [r.ok for r in retried] == [False] and "parser bug" in retried[0].error
     assert final(events).answer.startswith("The diagnosis tool failed")
 
 
@@ -170,7 +176,7 @@ def test_no_tool_call_with_an_attachment_runs_the_tools_and_grounds_the_answer(f
     with FakeOpenAI(replies) as server:
         events = run(server, "why did it die?", [log])
     answer = final(events)
-    assert any("called no tool" in e.text for e in events if isinstance(e, Notice))
+    assert any("did not investigate train.log" in e.text for e in events if isinstance(e, Notice))
     assert [e.name for e in events if isinstance(e, ToolStarted)] == ["diagnose"]
     grounding = server.requests[1]["messages"][-1]
     assert grounding["role"] == "user" and "rlmedic ran its tools" in grounding["content"]
@@ -263,8 +269,9 @@ def test_prompt_injection_in_a_log_reads_nothing_outside_the_roots(tmp_path: Pat
     with FakeOpenAI(replies) as server:
         events = run(server, "why?", [log])
     done = finished(events)
-    assert len(done) == 3 and not any(d.ok for d in done)
-    assert all("outside the allowed roots" in d.error for d in done)
+    # three refused reads, then the safety net reads the attached log (the only root)
+    assert len(done) == 4 and not any(d.ok for d in done[:3]) and done[3].ok and done[3].name == "diagnose"
+    assert all("outside the allowed roots" in d.error for d in done[:3])
     sent = json.dumps(server.requests)
     assert "CANARY-7f3a" not in sent and "root:x:0:0" not in sent and "hunter2" not in sent
     assert "IGNORE PREVIOUS" in server.requests[0]["messages"][0]["content"] or True  # the system prompt warns
@@ -281,7 +288,9 @@ def test_budgets_tool_calls_and_tool_output(files: tuple[Path, Path]) -> None:
     with FakeOpenAI(replies) as server:
         events = run(server, "why?", [log, config], budgets=Budgets(tool_calls=2, tool_chars=100))
     done = finished(events)
-    assert [d.ok for d in done] == [True, True, False] and "budget" in done[2].error
+    assert [d.ok for d in done[:3]] == [True, True, False] and "budget" in done[2].error
+    # the config the model could not read within its budget is read by the safety net
+    assert done[3].ok and done[3].name == "fix_config"
     outputs = tool_messages(server.requests[1])
     assert any("budget for tool output" in o for o in outputs)
     assert sum(len(o) for o in outputs if "budget" not in o) <= 100

@@ -1,0 +1,199 @@
+"""What small models write instead of a clean reply: tool calls as text, and ``<think>`` blocks.
+
+SGLang turns a model's tool-call markup into structured ``tool_calls`` only when it runs
+with the right ``--tool-call-parser``, and hides reasoning only with a
+``--reasoning-parser``. Without them, or when the parser misses, a 7-8B model's reply
+carries the raw markup. This module reads it back:
+
+- :func:`strip_think` drops ``<think>...</think>`` (also an unclosed block, and a reply
+  that starts inside one, as Qwen3's template does);
+- :func:`parse_tool_calls` finds tool calls written as text in the formats small models
+  emit (Hermes/Qwen ``<tool_call>``, JSON in code fences, Llama 3 ``<|python_tag|>``,
+  Mistral ``[TOOL_CALLS]``, a bare JSON object), accepting only known tool names and
+  JSON-object arguments; it is a fallback, used only when no structured call came back;
+- :class:`VisibleText` filters a token stream the same way, so neither reasoning nor
+  tool-call markup reaches the user while the answer streams.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+#: Markers after which the rest of a reply is tool-call markup, not prose.
+CALL_MARKERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<function=", "<|tool_call|>")
+
+_THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.S)
+_FENCE = re.compile(r"```(?:json|tool_call|tool|python)?\s*(.*?)```", re.S)
+_FUNCTION_TAG = re.compile(r"<function=([\w.-]+)>\s*(.*?)\s*(?:</function>|\Z)", re.S)
+
+
+def strip_think(text: str) -> str:
+    """``text`` without reasoning blocks; a reply that opens inside one keeps what follows ``</think>``."""
+    if not text:
+        return text
+    head, sep, tail = text.partition(THINK_CLOSE)
+    if sep and THINK_OPEN not in head:  # the template opened the block in the prompt
+        text = tail
+    return _THINK_BLOCK.sub("", text).replace(THINK_CLOSE, "").strip()
+
+
+@dataclass
+class TextCall:
+    """One tool call read from text: ``name`` and its JSON-object ``args``."""
+
+    name: str
+    args: dict[str, Any]
+    id: str = field(default_factory=lambda: f"textcall_{uuid.uuid4().hex[:12]}")
+
+    def as_langchain(self) -> dict[str, Any]:
+        return {"name": self.name, "args": self.args, "id": self.id, "type": "tool_call"}
+
+
+def _loads(raw: str) -> Any:
+    raw = raw.strip()
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        pass
+    # a trailing comma or a missing closing brace is common; nothing fancier is guessed
+    fixed = re.sub(r",\s*([}\]])", r"\1", raw)
+    for candidate in (fixed, fixed + "}", fixed + "}}", fixed + "]"):
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    return None
+
+
+def _as_calls(obj: Any, names: set[str]) -> list[TextCall]:
+    """Calls from a parsed object: ``{"name", "arguments"|"parameters"|"args"}`` or a list of them."""
+    items = obj if isinstance(obj, list) else [obj]
+    calls = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if "function" in item and isinstance(item["function"], dict):  # OpenAI-shaped, written as text
+            item = item["function"]
+        name = item.get("name")
+        args = next((item[k] for k in ("arguments", "parameters", "args", "input") if k in item), {})
+        if isinstance(args, str):
+            args = _loads(args)
+        if isinstance(name, str) and name in names and isinstance(args, dict):
+            calls.append(TextCall(name, args))
+    return calls
+
+
+def parse_tool_calls(text: str, tool_names: Iterable[str]) -> tuple[list[TextCall], str]:
+    """Tool calls written as text in ``text`` and the prose left around them.
+
+    Only calls to a name in ``tool_names`` with JSON-object arguments count; anything else
+    stays prose. Returns ``([], text)`` when nothing parses.
+    """
+    names = set(tool_names)
+    body = strip_think(text or "")
+    if not body or not names:
+        return [], body
+    calls: list[TextCall] = []
+    for match in _HERMES.finditer(body):
+        calls += _as_calls(_loads(match.group(1)), names)
+    if calls:
+        return calls, _HERMES.sub("", body).strip()
+    for match in _FUNCTION_TAG.finditer(body):  # Llama 3.x / Qwen-coder <function=name>{...}</function>
+        obj = _loads(match.group(2))
+        if match.group(1) in names and isinstance(obj, dict):
+            calls.append(TextCall(match.group(1), obj))
+    if calls:
+        return calls, _FUNCTION_TAG.sub("", body).strip()
+    for marker in ("[TOOL_CALLS]", "<|python_tag|>", "<|tool_call|>"):
+        if marker in body:
+            prose, _, rest = body.partition(marker)
+            rest = rest.split("<|eom_id|>")[0].split("<|eot_id|>")[0]
+            obj = _loads(rest)
+            if obj is None:  # several JSON objects separated by ';' or newlines (Llama 3.2)
+                calls = [c for part in re.split(r";\s*|\n+", rest) for c in _as_calls(_loads(part), names)]
+            else:
+                calls = _as_calls(obj, names)
+            if calls:
+                return calls, prose.strip()
+    for match in _FENCE.finditer(body):
+        calls += _as_calls(_loads(match.group(1)), names)
+    if calls:
+        return calls, _FENCE.sub("", body).strip()
+    stripped = body.strip()
+    if stripped[:1] in "{[" and stripped[-1:] in "}]":  # the whole reply is one call object
+        calls = _as_calls(_loads(stripped), names)
+        if calls:
+            return calls, ""
+    return [], body
+
+
+class VisibleText:
+    """Filter streamed text: reasoning and tool-call markup are held back, prose passes.
+
+    Feed chunks with :meth:`feed`; each call returns the text safe to show now. A tag cut
+    between two chunks is held until it is complete.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._in_think = False
+        self._in_call = False  # once markup starts, nothing after it is prose
+        self.seen_close_without_open = False
+
+    def feed(self, chunk: str) -> str:
+        if self._in_call:
+            return ""
+        self._buffer += chunk
+        out = []
+        while self._buffer:
+            if self._in_think:
+                end = self._buffer.find(THINK_CLOSE)
+                if end < 0:
+                    self._buffer = self._buffer[-(len(THINK_CLOSE) - 1):]
+                    break
+                self._buffer = self._buffer[end + len(THINK_CLOSE):]
+                self._in_think = False
+                continue
+            starts = [(i, t) for t in (THINK_OPEN, THINK_CLOSE, *CALL_MARKERS) if (i := self._buffer.find(t)) >= 0]
+            if starts:
+                i, tag = min(starts)
+                out.append(self._buffer[:i])
+                self._buffer = self._buffer[i + len(tag):]
+                if tag == THINK_OPEN:
+                    self._in_think = True
+                elif tag == THINK_CLOSE:  # the reply began inside a reasoning block: drop what came before
+                    self.seen_close_without_open = True
+                    out.clear()
+                else:
+                    self._in_call = True
+                    self._buffer = ""
+                    break
+                continue
+            keep = _partial_tag_suffix(self._buffer)
+            out.append(self._buffer[: len(self._buffer) - keep])
+            self._buffer = self._buffer[len(self._buffer) - keep:]
+            break
+        return "".join(out)
+
+    def flush(self) -> str:
+        rest, self._buffer = ("" if self._in_think or self._in_call else self._buffer), ""
+        return rest
+
+
+def _partial_tag_suffix(text: str) -> int:
+    """How many trailing characters of ``text`` could begin a tag (held back until the next chunk)."""
+    best = 0
+    for tag in (THINK_OPEN, THINK_CLOSE, *CALL_MARKERS):
+        for n in range(min(len(tag) - 1, len(text)), 0, -1):
+            if text.endswith(tag[:n]):
+                best = max(best, n)
+                break
+    return best
