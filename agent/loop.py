@@ -308,7 +308,8 @@ class Agent:
         yield from self._finish(question)
 
     def _config(self) -> dict[str, Any]:
-        return {"configurable": {"thread_id": self.thread_id}, "recursion_limit": 4 * self.budgets.model_calls + 10}
+        return {"configurable": {"thread_id": self.thread_id}, "recursion_limit": 4 * self.budgets.model_calls + 10,
+                "callbacks": [deadline_callback(self.run.started + self.budgets.seconds)]}
 
     def _stream(self, payload: dict[str, Any]) -> Iterator[Event]:
         """The graph's events; text is filtered (no reasoning, no tool-call markup) and the
@@ -318,13 +319,9 @@ class Agent:
         from rlmedic.agent.textcalls import VisibleText
 
         filters: dict[str, VisibleText] = {}
-        deadline = self.run.started + self.budgets.seconds
         stream = self.graph.stream(payload, self._config(), stream_mode=["messages", "updates"])
         try:
-            for mode, item in stream:
-                if time.monotonic() > deadline:
-                    self.run.fallback = self.run.fallback or f"the time budget ({self.budgets.seconds:.0f} s) ran out mid-stream"
-                    return
+            for mode, item in _until_deadline(stream, self.run, self.budgets):
                 if mode == "messages":
                     chunk, meta = item
                     if isinstance(chunk, AIMessageChunk) and meta.get("langgraph_node") == "model":
@@ -430,6 +427,35 @@ class Agent:
             floor = time.monotonic() + self.budgets.fallback_reserve_s
             if self.ctx.deadline is None or self.ctx.deadline < floor:
                 self.ctx.deadline = floor
+
+
+class StreamDeadline(Exception):
+    """The run's time budget ran out while the model was still generating."""
+
+
+def deadline_callback(deadline: float) -> Any:
+    """A LangChain callback that aborts a generation streaming past ``deadline`` (monotonic).
+
+    Raised from ``on_llm_new_token`` with ``raise_error``, so the HTTP stream is dropped at
+    once instead of being read to its end (a runaway generation can last minutes).
+    """
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class Deadline(BaseCallbackHandler):
+        raise_error = True
+
+        def on_llm_new_token(self, token: str, **kwargs: Any) -> None:
+            if time.monotonic() > deadline:
+                raise StreamDeadline()
+
+    return Deadline()
+
+
+def _until_deadline(stream: Iterator[Any], run: RunState, budgets: Budgets) -> Iterator[Any]:
+    try:
+        yield from stream
+    except StreamDeadline:
+        run.fallback = run.fallback or f"the time budget ({budgets.seconds:.0f} s) ran out while the model was generating"
 
 
 def _values(args: dict[str, Any]) -> Iterator[Any]:

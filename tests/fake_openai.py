@@ -7,6 +7,12 @@ Streaming follows SGLang's chunks: first ``role=assistant, content=""``; a tool 
 first delta has ``id`` and ``function.name``, later deltas ``id: null`` and argument
 fragments; ``finish_reason`` ``tool_calls`` or ``stop``; a usage chunk when asked; then
 ``data: [DONE]``. Every request body is kept in ``requests`` for assertions.
+
+Small-model and server misbehaviour is scripted per reply: ``finish_reason`` (``"length"``
+for a generation cut at max_tokens, ``None`` for none), ``close_early`` (the stream stops
+without a finish chunk and without ``[DONE]``), ``chunk_delay_s`` (a slow or stalled
+stream), ``headers`` (``Retry-After`` on a 429/503). Replies can be loaded from recorded
+JSON transcripts (:func:`replies_from`).
 """
 
 from __future__ import annotations
@@ -25,12 +31,37 @@ class Call:
     arguments: str  # raw: may be invalid JSON on purpose
 
 
+AUTO = "auto"  # finish_reason "tool_calls" with calls, else "stop"
+
+
 @dataclass
 class Reply:
     content: str = ""
     calls: list[Call] = field(default_factory=list)
     status: int = 200
     delay_s: float = 0.0
+    finish_reason: str | None = AUTO
+    close_early: bool = False
+    chunk_delay_s: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def replies_from(rows: list[dict[str, Any]], fill: dict[str, str] | None = None) -> list[Reply]:
+    """Replies from a recorded transcript's JSON rows; ``{name}`` in text is filled from ``fill``."""
+    def sub(text: str) -> str:
+        for key, value in (fill or {}).items():
+            text = text.replace("{" + key + "}", value)
+        return text
+
+    out = []
+    for row in rows:
+        calls = [Call(c["name"], sub(c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"])))
+                 for c in row.get("calls", [])]
+        out.append(Reply(content=sub(row.get("content", "")), calls=calls, status=row.get("status", 200),
+                         delay_s=row.get("delay_s", 0.0), finish_reason=row.get("finish_reason", AUTO),
+                         close_early=row.get("close_early", False), chunk_delay_s=row.get("chunk_delay_s", 0.0),
+                         headers=row.get("headers", {})))
+    return out
 
 
 def tool(name: str, **args: Any) -> Call:
@@ -81,11 +112,13 @@ class FakeOpenAI:
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
 
-            def _json(self, status: int, data: Any) -> None:
+            def _json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
                 body = json.dumps(data).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -110,7 +143,8 @@ class FakeOpenAI:
                 reply = fake.next_reply(body)
                 time.sleep(reply.delay_s)
                 if reply.status != 200:
-                    self._json(reply.status, {"object": "error", "message": "Internal server error", "code": reply.status})
+                    self._json(reply.status, {"object": "error", "message": "Internal server error", "code": reply.status},
+                               reply.headers)
                     return
                 if body.get("stream"):
                     self._stream(body, reply)
@@ -123,11 +157,20 @@ class FakeOpenAI:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                for chunk in _chunks(fake.model, reply, bool((body.get("stream_options") or {}).get("include_usage"))):
-                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                    self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
+                chunks = _chunks(fake.model, reply, bool((body.get("stream_options") or {}).get("include_usage")))
+                if reply.close_early:  # the connection drops mid-answer: no finish chunk, no [DONE]
+                    chunks = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"] is None]
+                try:
+                    for chunk in chunks:
+                        self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                        self.wfile.flush()
+                        if reply.chunk_delay_s:
+                            time.sleep(reply.chunk_delay_s)
+                    if not reply.close_early:
+                        self.wfile.write(b"data: [DONE]\n\n")
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up on a slow stream (the deadline tests)
                 self.close_connection = True
 
         return Handler
@@ -173,7 +216,8 @@ def _chunks(model: str, reply: Reply, usage: bool) -> list[dict[str, Any]]:
         for i in range(0, len(args), 9):
             out.append(chunk({"tool_calls": [{"index": index, "id": None, "type": "function",
                                               "function": {"name": None, "arguments": args[i:i + 9]}}]}))
-    out.append(chunk({}, "tool_calls" if reply.calls else "stop"))
+    finish = ("tool_calls" if reply.calls else "stop") if reply.finish_reason == AUTO else reply.finish_reason
+    out.append(chunk({}, finish))
     if usage:
         out.append({"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
                     "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})

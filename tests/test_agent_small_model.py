@@ -1,0 +1,113 @@
+"""Small-model behaviours, replayed: each ``tests/scenarios/small_model/*.json`` is one.
+
+A scenario is a recorded transcript of what a 7-8B model served by SGLang (or the server
+itself) did: the replies in order (content, tool calls with their raw argument text,
+``finish_reason``, a stream that closes early, a stall, an HTTP status with
+``Retry-After``), plus what rlmedic must make of it. The fake server replays the replies
+over real HTTP/SSE; the engine runs unchanged. Add a behaviour by adding a file.
+
+Expectations (all optional): ``engine``, ``category``, ``root_cause``/``fixes``/``citations``
+(non-empty), ``notices`` (substrings of some notice), ``answer_contains`` /
+``answer_excludes``, ``stream_excludes`` (streamed text), ``sent_excludes`` (anything sent
+back to the model), ``tools_ok`` (tools that ran successfully), ``no_tool_arg`` (text no
+tool call's arguments may contain), ``requests`` (chat requests made), ``max_seconds``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import FIXTURES
+from fake_openai import FakeOpenAI, replies_from
+from rlmedic.agent.engine import answer_events
+from rlmedic.agent.events import Final, Notice, TextDelta, ToolFinished, ToolStarted
+from rlmedic.agent.llm import LLMConfig
+from rlmedic.registry import ToolContext
+
+SCENARIOS = sorted((Path(__file__).parent / "scenarios" / "small_model").glob("*.json"))
+LOG = FIXTURES / "logs" / "signatures" / "cuda-oom.log"
+
+
+def test_every_behaviour_of_the_issue_has_a_scenario() -> None:
+    names = {p.stem for p in SCENARIOS}
+    assert len(names) >= 15
+    for required in ("wrong-argument-type", "missing-argument", "cut-tool-arguments", "runaway-stream",
+                     "invented-key", "hermes-text-call", "cut-answer", "stream-closed-early", "think-leak",
+                     "stalled-server", "retry-after-429"):
+        assert required in names
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_scenario(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scenario = json.loads(path.read_text(encoding="utf-8"))
+    work = tmp_path / "run"
+    work.mkdir()
+    attachments = []
+    for name in scenario.get("attach", []):
+        shutil.copy(LOG, work / name)
+        attachments.append(work / name)
+    for key, value in scenario.get("env", {}).items():
+        monkeypatch.setenv(key, value)
+    fill = {"dir": str(work), "log": str(attachments[0]) if attachments else ""}
+    expect = scenario["expect"]
+    with FakeOpenAI(replies_from(scenario["replies"], fill)) as server:
+        ctx = ToolContext.for_roots([str(p) for p in attachments])
+        started = time.monotonic()
+        events = list(answer_events(scenario["question"], attachments=attachments, ctx=ctx,
+                                    config=LLMConfig.resolve(base_url=server.base_url)))
+        seconds = time.monotonic() - started
+    assert isinstance(events[-1], Final), events[-1]
+    answer = events[-1].answer
+    notices = [e.text for e in events if isinstance(e, Notice)] + list(answer.notices)
+    streamed = "".join(e.text for e in events if isinstance(e, TextDelta))
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    sent = json.dumps(server.requests)
+
+    if "engine" in expect:
+        assert answer.engine == expect["engine"], notices
+    if "category" in expect:
+        assert answer.category == expect["category"]
+    for part in ("root_cause", "fixes", "citations"):
+        if expect.get(part):
+            assert getattr(answer, part), f"{part} is empty"
+    for text in expect.get("notices", []):
+        assert any(text in n for n in notices), (text, notices)
+    for text in expect.get("answer_contains", []):
+        assert text in answer.answer, answer.answer
+    for text in expect.get("answer_excludes", []):
+        assert text not in answer.answer, answer.answer
+    for text in expect.get("stream_excludes", []):
+        assert text not in streamed, streamed
+    for text in expect.get("sent_excludes", []):
+        # the first request carries only the question; later ones carry the model's earlier turns
+        assert all(text not in json.dumps(r.get("messages", [])) for r in server.requests[1:]), text
+    if "tools_ok" in expect:
+        assert [f.name for f in finished if f.ok][: len(expect["tools_ok"])] == expect["tools_ok"]
+    if "no_tool_arg" in expect:
+        started_args = [json.dumps(e.args) for e in events if isinstance(e, ToolStarted)]
+        assert all(expect["no_tool_arg"] not in a for a in started_args), started_args
+    if "requests" in expect:
+        assert len(server.requests) == expect["requests"]
+    if "max_seconds" in expect:
+        assert seconds < expect["max_seconds"], seconds
+    # every generation is bounded (langchain-openai sends max_tokens as max_completion_tokens)
+    assert all("max_tokens" in r or "max_completion_tokens" in r for r in server.requests)
+
+
+def test_every_request_is_bounded_by_max_tokens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLMEDIC_MAX_TOKENS", "321")
+    path = tmp_path / "train.log"
+    shutil.copy(LOG, path)
+    rows: list[dict[str, Any]] = [{"calls": [{"name": "diagnose", "arguments": {"paths": [str(path)]}}]},
+                                  {"content": "Root cause: OOM."}]
+    with FakeOpenAI(replies_from(rows)) as server:
+        list(answer_events("why?", attachments=[path], ctx=ToolContext.for_roots([str(path)]),
+                           config=LLMConfig.resolve(base_url=server.base_url)))
+    assert server.requests and all(r.get("max_tokens") == 321 or r.get("max_completion_tokens") == 321
+                                   for r in server.requests)
