@@ -9,8 +9,11 @@ a folder of case folders, HolmesGPT-style::
                        # expected_cause, expected_fix
       attachments/     # files attached to the question (logs, configs, snapshots...)
 
-Per case: the category right, the share of must-mention terms in the answer, a citation
-present, tool calls made, seconds. ``record`` saves each case's transcript (events and,
+Per case, judged on the answer the user reads (the model's text with the LLM engine, the
+composed text offline): the category named in the text, the share of must-mention terms in
+it, a citation it refers to; then tool calls and seconds. The tools' grounded part (the
+structured category and the must-mention terms in the grounded block) is reported beside
+it, so a model that wrote nothing useful no longer scores what the tools found. ``record`` saves each case's transcript (events and,
 for the LLM engine, the conversation's messages) so a live run can be replayed in tests.
 """
 
@@ -36,19 +39,66 @@ class Case:
     attachments: list[Path] = field(default_factory=list)
 
 
+#: How an answer names each category in words: every group must match (case-insensitive).
+CATEGORY_WORDS: dict[str, tuple[str, ...]] = {
+    "oom_generation": (r"out of memory|\boom\b|OutOfMemory", r"generat|rollout|sglang|vllm|inference|kv.?cache|engine"),
+    "oom_training": (r"out of memory|\boom\b|OutOfMemory", r"train|backward|forward|actor|optimizer|micro.?batch|mb_spec|logp"),
+    "oom_weight_update": (r"out of memory|\boom\b|OutOfMemory", r"weight.{0,12}(?:update|sync|transfer|broadcast)"),
+    "sglang_crash": (r"sglang|inference engine|inference server|engine|server|scheduler",
+                     r"crash|died|dies|exit|killed|segfault|abort|fail|error"),
+    "sglang_connection": (r"connect|unreachable|refused|timed? ?out|disconnect|health|request", r"sglang|server|engine|router|http"),
+    "nccl_timeout": (r"nccl|collective|all.?reduce|watchdog|process group", r"time.?out|timed out|watchdog|hang"),
+    "weight_sync": (r"weight", r"sync|update|transfer|broadcast|load|mismatch"),
+    "nan_loss": (r"\bnan\b|\binf\b|not a number|non-finite|grad.{0,10}norm|overflow",),
+    "reward_collapse": (r"reward", r"zero|collapse|\b0\b|drop|constant|stuck"),
+    "checkpoint_recovery": (r"checkpoint|resume|recover|save|load", ),
+    "config_constraint": (r"config|constraint|must|divisible|flag|setting|option|argument|parameter",),
+    "data_format": (r"data|dataset|field|column|key|format|prompt|sample|token",),
+    "ray_scheduling": (r"\bray\b|placement|resource|actor|schedul",),
+    "install_env": (r"version|install|import|mismatch|upgrade|downgrade|incompatib|build|wheel|cuda|driver",),
+    "performance": (r"slow|throughput|performance|speed|latency|utili[sz]ation|faster",),
+    "other": (r".",),
+}
+
+
+def names_category(text: str, category: str) -> bool:
+    """Whether ``text`` names ``category`` in words (:data:`CATEGORY_WORDS`)."""
+    import re
+
+    groups = CATEGORY_WORDS.get(category)
+    return bool(groups) and all(re.search(g, text, re.I) for g in groups)
+
+
+def refers_to_citation(text: str, citations: list[Any]) -> bool:
+    """Whether the text refers to a source: a ``[n]`` marker of a real citation, or the citation itself."""
+    import re
+
+    numbers = {int(n) for n in re.findall(r"\[(\d{1,2})\]", text)}
+    if any(1 <= n <= len(citations) for n in numbers):
+        return True
+    low = text.lower()
+    for citation in citations:
+        ref = str(getattr(citation, "ref", "") or "").lower()
+        if ref and (ref in low or ref.split(":")[-1] in low and ":" in ref):
+            return True
+    return False
+
+
 @dataclass
 class Score:
     id: str
     expected_category: str
     category: str
-    category_right: bool
+    category_right: bool  # the answer's text names the expected category
     mentioned: list[str]
     missed: list[str]
-    cited: bool
+    cited: bool  # the answer's text refers to a citation
     tool_calls: int
     seconds: float
     engine: str
     notices: list[str] = field(default_factory=list)
+    grounded_category_right: bool = False  # the tools' structured category
+    grounded_mentioned: list[str] = field(default_factory=list)  # must-mention terms in the grounded part
 
     @property
     def mention_share(self) -> float:
@@ -68,14 +118,17 @@ class Report:
             "category_right": sum(s.category_right for s in self.scores),
             "must_mention_share": round(sum(len(s.mentioned) for s in self.scores) / terms, 4) if terms else 1.0,
             "cited": sum(s.cited for s in self.scores),
+            "grounded_category_right": sum(s.grounded_category_right for s in self.scores),
+            "grounded_must_mention_share": round(sum(len(s.grounded_mentioned) for s in self.scores) / terms, 4) if terms else 1.0,
             "tool_calls": sum(s.tool_calls for s in self.scores),
             "seconds": round(sum(s.seconds for s in self.scores), 2),
         }
 
     def summary(self) -> str:
         t = self.totals()
-        return (f"category {t['category_right']}/{t['cases']}, must-mention {t['must_mention_share']:.0%}, "
-                f"cited {t['cited']}/{t['cases']}, {t['tool_calls']} tool calls, {t['seconds']:.1f} s")
+        return (f"answer: category {t['category_right']}/{t['cases']}, must-mention {t['must_mention_share']:.0%}, "
+                f"cited {t['cited']}/{t['cases']}; tools: category {t['grounded_category_right']}/{t['cases']}, "
+                f"must-mention {t['grounded_must_mention_share']:.0%}; {t['tool_calls']} tool calls, {t['seconds']:.1f} s")
 
     def to_dict(self) -> dict[str, Any]:
         return {"totals": self.totals(),
@@ -137,15 +190,24 @@ def _case(row: dict[str, Any], case_id: str, attachments: list[Path]) -> Case:
 
 
 def score(case: Case, answer: Any, seconds: float) -> Score:
-    """Compare one answer with the case's expectations (case-insensitive substring check)."""
+    """Compare one answer with the case's expectations (case-insensitive substring checks).
+
+    The answer's text is what counts: with a model, that is the model's own words, so a
+    model that ignored what the tools found scores low although the grounded part is right.
+    """
+    from rlmedic.agent.grounding import grounded_text
+
     text = answer.answer.lower()
+    grounded = grounded_text(answer).lower()
     mentioned = [t for t in case.must_mention if t.lower() in text]
     return Score(
         id=case.id, expected_category=case.category, category=answer.category,
-        category_right=bool(case.category) and answer.category == case.category,
+        category_right=bool(case.category) and names_category(answer.answer, case.category),
         mentioned=mentioned, missed=[t for t in case.must_mention if t not in mentioned],
-        cited=bool(answer.citations), tool_calls=len(answer.tool_calls), seconds=round(seconds, 3),
-        engine=answer.engine, notices=list(answer.notices),
+        cited=refers_to_citation(answer.answer, list(answer.citations)), tool_calls=len(answer.tool_calls),
+        seconds=round(seconds, 3), engine=answer.engine, notices=list(answer.notices),
+        grounded_category_right=bool(case.category) and answer.category == case.category,
+        grounded_mentioned=[t for t in case.must_mention if t.lower() in grounded],
     )
 
 

@@ -129,3 +129,30 @@ def _ground_fix(answer: Answer, data: dict[str, Any]) -> None:
     for fix in changes:
         if fix.citation:
             answer.cite(fix.citation)
+
+
+def grounded_text(answer: Any) -> str:
+    """What the tools established, as plain text: printed after a model's prose.
+
+    The model's text is its own; this block is not: root cause with its evidence lines,
+    the fixes (exact keys, old -> new), the config diff and numbered sources, all from
+    tool results and citations. Empty when the tools established nothing.
+    """
+    lines: list[str] = []
+    if answer.root_cause:
+        lines.append(f"Root cause (from the tools): {answer.root_cause}")
+        if answer.category:
+            lines.append(f"  category: {answer.category}")
+        for where in answer.evidence[:5]:
+            lines.append(f"  evidence: {where}")
+    if answer.fixes:
+        lines.append("Fixes (from the tools):")
+        lines += [f"  {i}. {fix}" for i, fix in enumerate(answer.fixes[:8], 1)]
+    if answer.config_diff:
+        lines += ["Corrected config (diff):", answer.config_diff.rstrip()]
+    if answer.citations:
+        lines.append("Sources:")
+        lines += [f"  [{i}] {c}" + (f" <{c.url}>" if getattr(c, "url", "") else "") for i, c in enumerate(answer.citations, 1)]
+    if not lines:
+        return ""
+    return "\n".join(["", "-" * 24, *lines])

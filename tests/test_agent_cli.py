@@ -61,7 +61,9 @@ def test_ask_streams_tool_steps_and_text_from_the_model(tmp_path: Path) -> None:
     with FakeOpenAI(replies) as server:
         result = runner.invoke(app, ["ask", "why?", "--attach", str(log), "--base-url", server.base_url])
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip() == "Root cause: OOM in actor_train."
+    # the model's text, then what the tools established (root cause, evidence, sources)
+    assert result.stdout.strip().startswith("Root cause: OOM in actor_train.")
+    assert "Root cause (from the tools): CUDA out of memory" in result.stdout and f"evidence: {log}:" in result.stdout
     assert "-> diagnose" in result.stderr and "<- diagnose: ok" in result.stderr
 
 
@@ -95,13 +97,13 @@ def test_eval_jsonl_reports_misses_honestly(tmp_path: Path, shared: Path) -> Non
     result = runner.invoke(app, ["eval", str(cases), "--offline"])
     assert result.exit_code == 0, result.output
     assert f"-- {rows[1]['id']}: " in result.stdout and "mentions 0%" in result.stdout
-    assert result.stdout.strip().splitlines()[-1].startswith("category 1/2")
+    assert result.stdout.strip().splitlines()[-1].startswith("answer: category 1/2")
 
 
 def test_eval_record_makes_a_replayable_transcript(tmp_path: Path) -> None:
     case = EVALS / "areal-train-oom"
     log = str((case / "attachments" / "train.log").resolve())
-    replies = [Reply(calls=[tool("diagnose", paths=[log])]), Reply(content="Root cause: OOM. Lower max_tokens_per_mb.")]
+    replies = [Reply(calls=[tool("diagnose", paths=[log])]), Reply(content="Root cause: OOM in actor training. Lower max_tokens_per_mb.")]
     with FakeOpenAI(replies) as server:
         result = runner.invoke(app, ["eval", str(case), "--base-url", server.base_url, "--record", str(tmp_path / "rec")])
     assert result.exit_code == 0, result.output
@@ -117,3 +119,19 @@ def test_eval_record_makes_a_replayable_transcript(tmp_path: Path) -> None:
         again = runner.invoke(app, ["eval", str(case), "--base-url", server.base_url, "--json"])
     score = json.loads(again.stdout)["cases"][0]
     assert score["engine"] == "llm" and score["category_right"] and score["tool_calls"] == 2  # the model's diagnose + the safety net's fix_config
+
+
+def test_eval_scores_the_model_answer_not_the_tools(tmp_path: Path) -> None:
+    """A model that answers nothing useful scores nothing, although the tools' grounded part is right."""
+    case = EVALS / "areal-train-oom"
+    log = str((case / "attachments" / "train.log").resolve())
+    config = str((case / "attachments" / "config.yaml").resolve())
+    replies = [Reply(calls=[tool("diagnose", paths=[log]), tool("fix_config", config=config)]),
+               Reply(content="I am not sure what happened. Please check your setup.")]
+    with FakeOpenAI(replies) as server:
+        result = runner.invoke(app, ["eval", str(case), "--base-url", server.base_url, "--json"])
+    assert result.exit_code == 0, result.output
+    score = json.loads(result.stdout)["cases"][0]
+    assert score["engine"] == "llm"
+    assert not score["category_right"] and not score["cited"] and score["mention_share"] == 0
+    assert score["grounded_category_right"] and score["grounded_mentioned"]  # the tools did find it

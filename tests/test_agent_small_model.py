@@ -111,3 +111,24 @@ def test_every_request_is_bounded_by_max_tokens(tmp_path: Path, monkeypatch: pyt
                            config=LLMConfig.resolve(base_url=server.base_url)))
     assert server.requests and all(r.get("max_tokens") == 321 or r.get("max_completion_tokens") == 321
                                    for r in server.requests)
+
+
+def test_the_terminal_prints_the_model_text_then_what_the_tools_established(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rlmedic.ui.cli import app
+
+    log = tmp_path / "train.log"
+    shutil.copy(LOG, log)
+    rows = [{"calls": [{"name": "diagnose", "arguments": {"paths": [str(log)]}}]},
+            {"content": "Root cause: OOM. Set foo_bar=3."}]
+    with FakeOpenAI(replies_from(rows)) as server:
+        result = CliRunner().invoke(app, ["ask", "why did it die?", "--attach", str(log), "--base-url", server.base_url,
+                                          "--timeout", "60"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.index("Set foo_bar=3") < out.index("Root cause (from the tools):")  # model text, then the grounded part
+    assert "oom_training" in out and "Fixes (from the tools):" in out and "Sources:" in out
+    assert f"{log.name}:" in out  # the evidence line
+    assert out.count("Set foo_bar=3") == 1  # the model's prose is printed once
+    assert "unverified" in result.stderr and "foo_bar=3" in result.stderr

@@ -34,6 +34,8 @@ def ask(
     model: Optional[str] = typer.Option(None, "--model", help="Model name on the server (default: $RLMEDIC_MODEL or the first listed)."),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default: $RLMEDIC_API_KEY)."),
     thread: Optional[str] = typer.Option(None, "--thread", help="Conversation id: follow-up questions with the same id share memory."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", min=1,
+                                            help="Most seconds the model may take for the answer (default: $RLMEDIC_TIMEOUT or 120); the offline answer follows."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
@@ -50,7 +52,7 @@ def ask(
     from rlmedic.ui.cli_knowledge import existing_index_dir
 
     existing_index_dir(index_dir, chroma_url)
-    config = None if offline else LLMConfig.resolve(base_url=base_url, model=model, api_key=api_key)
+    config = None if offline else LLMConfig.resolve(base_url=base_url, model=model, api_key=api_key, timeout_s=timeout)
     with Attachments(attach) as files:
         ctx = files.context(index_dir=index_dir)
         kb = ctx.knowledge()
@@ -64,8 +66,13 @@ def ask(
                     print_json(event.answer.to_dict())
                 elif not streamed:
                     typer.echo(event.answer.answer)
-                else:
+                else:  # the model's prose was streamed; what the tools established follows it
+                    from rlmedic.agent.grounding import grounded_text
+
                     typer.echo("")
+                    grounded = grounded_text(event.answer)
+                    if grounded:
+                        typer.echo(grounded)
             elif json_out:
                 continue
             elif isinstance(event, Notice):
