@@ -92,7 +92,7 @@ def test_the_type_is_not_repeated() -> None:
         (_tb((USER, "build", "fully_shard.Thing"), exc="AttributeError: module 'torch.distributed.fsdp' has no attribute 'Thing'"),
          "install_env", "api-changed"),
         # message words: two settings that must agree
-        (_tb((USER, "setup", "raise ValueError(msg)"), exc="ValueError: num_heads (28) must be divisible by tensor parallel size (8)"),
+        (_tb((USER, "setup", "raise ValueError(msg)"), exc="ValueError: ppo_micro_batch_size (64) must be less than ppo_mini_batch_size (32)"),
          "config_constraint", "settings-disagree"),
         # type x frame package: a framework's own assert
         (_tb(("/usr/lib/python3/site-packages/megatron/core/transformer/attention.py", "__init__", "assert a == b"),

@@ -87,6 +87,9 @@ def render(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
             return "\n".join(lines)
         if not serious:
             lines.append(click.style("No error found.", fg="green", bold=True) + " Nothing in the log points at a failure.")
+            health = diagnosis.stats.get("health") or {}
+            if health.get("checked"):
+                lines.append(click.style(f"Checked ({health.get('verdict')}): " + "; ".join(health["checked"]), dim=True))
     else:
         lines.append("")
         lines.append(click.style("ROOT CAUSE ", bold=True) + _sev(root.severity) + " " + click.style(root.summary, bold=True))

@@ -618,18 +618,27 @@ class _Builder:
 
     def _interruption(self, step: int, info: FileInfo) -> _Draft:
         recent = info.mtime is not None and time.time() - info.mtime < RECENT_WRITE_S
+        # pasted text or a pipe has no age: an excerpt of a healthy run that is still going looks the same
+        unknown_age = info.mtime is None
         total = self.metrics.total_steps.get(info.index)
         line = info.tail[-1][0] if info.tail else info.lines
         when = f" at {info.last_ts:%Y-%m-%d %H:%M:%S}" if info.last_ts else ""
         of_total = f"/{total}" if total else ""
-        summary = (
-            f"The log stops mid-training after step {step}{of_total}{when} with no error and no clean shutdown: "
-            "probable interruption from outside (spot preemption, the OOM killer, a scheduler) - "
-            "resume from the last checkpoint"
-        )
+        if unknown_age:
+            summary = (
+                f"The log ends after step {step}{of_total}{when} with no error and no completion line: nothing in it "
+                "points at a failure. If the run is still going, all is well; if it has stopped, something outside "
+                "stopped it (spot preemption, the OOM killer, a scheduler) - resume from the last checkpoint"
+            )
+        else:
+            summary = (
+                f"The log stops mid-training after step {step}{of_total}{when} with no error and no clean shutdown: "
+                "probable interruption from outside (spot preemption, the OOM killer, a scheduler) - "
+                "resume from the last checkpoint"
+            )
         if recent:
             summary += f" (the file was written {time.time() - info.mtime:.0f} s ago: the run may still be going)"  # type: ignore[operator]
-        card = _card("spot-interruption")
+        card = None if unknown_age else _card("spot-interruption")  # no preemption advice for a healthy excerpt
         tail = info.tail[-6:]
         excerpt = redact("\n".join(f"  {n} | {t}" for n, t in tail))
         numbers: dict[str, Any] = {"last_step": step}
@@ -647,15 +656,15 @@ class _Builder:
             evidence["last_seen"] = info.last_ts.isoformat(sep=" ")
         finding = Finding(
             id="probable-interruption",
-            category=card.category if card else "checkpoint_recovery",
-            severity="warning" if recent else "error",
+            category=card.category if card else ("other" if unknown_age else "checkpoint_recovery"),
+            severity="warning" if recent or unknown_age else "error",
             summary=summary,
             file=info.name,
             line=line,
             evidence=evidence,
             fixes=_card_fixes(card, self.framework.get(info.index, "")),
             citations=([card.citation] if card else []) + [Citation.log(info.name, line)],
-            card="spot-interruption",
+            card="spot-interruption" if card else "",
         )
         return _Draft(finding, ROLE_RANK["cause"], self._when_key(info.index, line, info.last_ts), "probable-interruption", "cause")
 
@@ -717,7 +726,7 @@ class _Builder:
         serious = [d for d in drafts if d.role != "marker" and severity_rank(d.finding.severity) <= severity_rank("error")]
         if not serious and step is not None and far is not None and not finished:
             drafts.append(self._interruption(step, far))
-            serious = [drafts[-1]]
+            serious = [d for d in drafts[-1:] if d.finding.severity == "error"]
         areal = any(fw == "areal" for fw in self.framework.values())
         if areal and serious and step is not None and step >= 2 and "recover-info-dumped" not in markers and far is not None:
             drafts.append(self._no_recover(step, far))
@@ -730,8 +739,44 @@ class _Builder:
             "metrics": self.metrics.summary(),
             "signatures_matched": sorted({d.sig for d in drafts}),
             "empty_files": [f.name for f in self.result.files if not f.head.strip()],
+            "health": self._health(findings, root, step, finished),
         }
         return Diagnosis(findings=findings, root=root, stats=stats, hits=self.first_hits, files=self.result.files)
+
+    def _health(self, findings: list[Finding], root: int | None, step: int | None, finished: bool) -> dict[str, Any]:
+        """The verdict on the run and what it rests on, so an answer can say "healthy" and what was checked.
+
+        ``failed``: a root cause; ``finished``: no error and a clean end (a completion line or the
+        last planned step); ``healthy``: no error while training went on (the log may be an excerpt
+        or the run still going); ``ended-early``: no error but a file that stopped mid-run long
+        ago; ``no-errors``: no error and no training progress to judge by; ``empty``: no text.
+        """
+        lines = sum(f.lines for f in self.result.files)
+        checked = [f"{lines} lines in {len(self.result.files)} file(s) against {len(self.catalog.signatures)} error signatures"]
+        series = sorted(self.metrics.summary())
+        if series:
+            checked.append(f"metrics: {', '.join(series[:8])}")
+        if step is not None:
+            checked.append(f"training progress: last step {step}")
+        checked.append("end of the log: " + ("a clean finish" if finished else "no completion line"))
+        ids = {f.id for f in findings}
+        if "empty-log" in ids:
+            verdict = "empty"
+        elif root is not None:
+            verdict = "failed"
+        elif finished:
+            verdict = "finished"
+        elif any(f.id == "probable-interruption" and f.severity == "error" for f in findings):
+            verdict = "ended-early"
+        elif step is not None:
+            verdict = "healthy"
+        else:
+            verdict = "no-errors"
+        warnings = [f.id for f in findings if f.severity == "warning"]
+        out: dict[str, Any] = {"verdict": verdict, "checked": checked}
+        if warnings:
+            out["warnings"] = warnings[:MAX_OCCURRENCES]
+        return out
 
     @staticmethod
     def _shadow(drafts: list[_Draft]) -> None:

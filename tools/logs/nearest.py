@@ -25,7 +25,7 @@ from typing import Any
 #: a card is not a neighbour. Tuned on the dev cases only.
 MIN_SCORE = 0.4
 #: At least this many distinct shared words, so one rare word alone does not decide.
-MIN_SHARED = 3
+MIN_SHARED = 4
 #: The known records' vote counts when this share of the k nearest agree.
 MIN_SHARE = 0.6
 
@@ -35,7 +35,9 @@ _NOISE = frozenset(
     """error errors exception traceback most recent call last file line in self return none true false
     the a an of to and or is was be not for with at by on from this that it its as are were has have
     py lib python site packages dist usr local root home src call raise raised args kwargs wrapper
-    func main run module init get set value values object type str int list dict""".split()
+    func main run module init get set value values object type str int list dict got all argument arguments
+    multiple more than when after before cannot failed fails failure use using used call called expected
+    found given invalid""".split()
 )
 
 

@@ -102,10 +102,18 @@ def read_traceback(line: str, before: list[str]) -> Traceback | None:
     if m is None:
         return None
     exc_type, message = m.group(1), (m.group(2) or "").strip()
+    frames = _frames(before, me, strict=True)
+    if not frames and not me:  # a trimmed paste: the exception line lost the actor prefix its frames carry
+        frames = _frames(before, me, strict=False)
+    return Traceback(exc_type, message, frames)
+
+
+def _frames(before: list[str], me: str, *, strict: bool) -> list[Frame]:
+    """The frames of the last traceback above the exception, of process ``me`` when ``strict``."""
     frames: list[Frame] = []
     code = ""  # read bottom-up: a frame's source line comes before (below) its "File" line
     for text in reversed(before):
-        if process_key(text) != me:
+        if strict and process_key(text) != me:
             continue
         text = _PREFIX.sub("", text, count=1)
         fm = _FRAME.search(text)
@@ -120,7 +128,7 @@ def read_traceback(line: str, before: list[str]) -> Traceback | None:
             continue
         code = stripped if stripped and text.startswith(" ") else ""
     frames.reverse()
-    return Traceback(exc_type, message, frames)
+    return frames
 
 
 @dataclass
