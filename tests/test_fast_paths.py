@@ -106,3 +106,48 @@ def test_the_cached_hyperscan_database_finds_what_a_fresh_one_finds(monkeypatch:
 def test_public_entry_point_matches() -> None:
     path = LOGS / "multirank"
     assert _comparable(diagnose([path], confinement=ANYWHERE)) == _run(path)
+
+
+def _bomb(path: Path, total_mb: int) -> Path:
+    """A multi-member gzip that expands to ``total_mb`` MB of one repeated log line, about 1000:1."""
+    import gzip
+
+    member = gzip.compress(b"[2025-11-22 10:00:00] INFO step ok, loss 0.5\n" * ((8 << 20) // 45), 9)
+    with open(path, "wb") as fh:
+        for _ in range(total_mb // 8):
+            fh.write(member)
+    return path
+
+
+def test_a_gzip_bomb_stops_early_with_a_note(tmp_path: Path) -> None:
+    bomb = _bomb(tmp_path / "train.log.gz", 1024)
+    assert bomb.stat().st_size < 4 << 20  # a few MB on disk, 1 GiB inside
+    diag = diagnose([bomb], confinement=ANYWHERE)
+    stats = diag.to_dict()["stats"]
+    assert stats["bytes"] < 200 << 20  # stopped long before the end
+    assert any("decompression bomb" in p["reason"] for p in stats["partial"])
+
+
+def test_an_ordinary_gzip_log_reads_whole_and_equals_the_plain_one(tmp_path: Path) -> None:
+    import gzip
+
+    plain = LOGS / "multirank" / "rank2.log"
+    packed = tmp_path / "rank2.log.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    a, b = _run(plain), _run(packed)
+    assert a["root"] == b["root"] and a["stats"]["bytes"] == b["stats"]["bytes"] and not b["stats"]["partial"]
+    for fa, fb in zip(a["findings"], b["findings"]):
+        assert {k: v for k, v in fa.items() if k not in ("file", "where", "evidence", "citations")} == {
+            k: v for k, v in fb.items() if k not in ("file", "where", "evidence", "citations")}
+
+
+def test_the_gzip_ratio_cap_is_configurable_and_checked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from rlmedic.tools.logs import scan
+
+    monkeypatch.setenv("RLMEDIC_MAX_GZIP_RATIO", "nonsense")
+    with pytest.raises(UserError, match="RLMEDIC_MAX_GZIP_RATIO"):
+        scan.max_gzip_ratio()
+    monkeypatch.setenv("RLMEDIC_MAX_GZIP_RATIO", "5000")
+    monkeypatch.setattr(scan, "GZIP_RATIO_GRACE", 1 << 20)
+    stats = diagnose([_bomb(tmp_path / "b.log.gz", 64)], confinement=ANYWHERE).to_dict()["stats"]
+    assert stats["bytes"] > 60 << 20 and not stats["partial"]  # under a 5000:1 cap the whole thing is read

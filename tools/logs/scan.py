@@ -632,18 +632,56 @@ def _open_source(src: Source, confinement: Confinement | None) -> tuple[BinaryIO
     return raw, False, size, mtime
 
 
+#: A gzip member expanding more than this many times its compressed size is cut off
+#: (``RLMEDIC_MAX_GZIP_RATIO``): logs compress 5-20x; a decompression bomb 300-1000x.
+DEFAULT_MAX_GZIP_RATIO = 100
+#: The ratio is judged only past this much output, so a small, very repetitive log passes.
+GZIP_RATIO_GRACE = 64 << 20
+
+
+def _inflater() -> tuple[Callable[..., Any], type[BaseException] | tuple[type[BaseException], ...]]:
+    """(decompressobj factory, its error types): ISA-L's (python-isal, ~1.5x zlib) when installed, else zlib's."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib.decompressobj, zlib.error
+    return isal_zlib.decompressobj, (isal_zlib.error, zlib.error)
+
+
+def max_gzip_ratio() -> float:
+    raw = os.environ.get("RLMEDIC_MAX_GZIP_RATIO", "").strip()
+    if not raw:
+        return DEFAULT_MAX_GZIP_RATIO
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0
+    if not value > 1:
+        raise UserError(f"RLMEDIC_MAX_GZIP_RATIO={raw!r}: expected a number above 1 (e.g. 100)")
+    return value
+
+
 class GzipStream(io.RawIOBase):
     """Decompress a gzip file (all its members) as it is read, tolerating a missing end.
 
     ``gzip.GzipFile`` raises on a stream cut short and throws away what the failing read
     had decompressed; a log gzipped by a run that was killed is exactly that. Here the
     data before the cut comes out, and :attr:`cut` says the end was missing.
+
+    A stream that expands past :func:`max_gzip_ratio` times the compressed bytes read
+    (after :data:`GZIP_RATIO_GRACE` of output) stops there: :attr:`bomb` says so, and the
+    scan reports the file as read in part. A 3.5 MB bomb of 1 GB stops after 64 MiB.
     """
 
     def __init__(self, raw: BinaryIO) -> None:
         self.raw = raw
         self.cut = False
-        self._z = zlib.decompressobj(wbits=31)
+        self.bomb = False
+        self.ratio = max_gzip_ratio()
+        self.compressed_in = 0
+        self.produced = 0
+        self._new, self._errors = _inflater()
+        self._z = self._new(wbits=31)
         self._input = b""
         self._output = b""
         self._ended = False
@@ -656,14 +694,21 @@ class GzipStream(io.RawIOBase):
         while not self._output and not self._ended:
             if not self._input:
                 self._input = self.raw.read(1 << 16)
+                self.compressed_in += len(self._input)
                 if not self._input:
                     self._ended = True
                     self.cut = not self._z.eof
                     break
             if self._z.eof:  # one member ended and more input follows: the next member
-                self._z = zlib.decompressobj(wbits=31)
-            self._output = self._z.decompress(self._input, max(len(view), 1 << 16))
+                self._z = self._new(wbits=31)
+            try:
+                self._output = self._z.decompress(self._input, max(len(view), 1 << 16))
+            except self._errors as exc:
+                raise zlib.error(str(exc)) from None
             self._input = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
+            self.produced += len(self._output)
+            if self.produced > GZIP_RATIO_GRACE and self.produced > self.ratio * max(self.compressed_in, 1):
+                self.bomb = self._ended = True  # what came out so far is still scanned
         n = min(len(view), len(self._output))
         view[:n] = self._output[:n]
         self._output = self._output[n:]
@@ -1024,6 +1069,12 @@ def _fill(stream: BinaryIO, view: memoryview, start: int, want: int, info: FileI
             info.partial = f"the stream breaks after {info.bytes_read + got} bytes ({exc}); the rest was not read"
             break
         if not n:
+            if getattr(stream, "bomb", False) and not info.partial:
+                info.truncated = True
+                info.partial = (
+                    f"the gzip stream expands more than {stream.ratio:g}x its compressed size (a decompression bomb?); "  # type: ignore[attr-defined]
+                    f"stopped after {stream.produced} bytes (RLMEDIC_MAX_GZIP_RATIO)"  # type: ignore[attr-defined]
+                )
             if getattr(stream, "cut", False) and not info.partial:
                 info.partial = "the gzip stream ends early (the file was cut off); what was there was scanned"
             pipe = stream if isinstance(stream, PipeStream) else getattr(stream, "raw", None)
