@@ -111,19 +111,31 @@ class ServerUnavailable(Exception):
         self.reason = reason
 
 
-def probe(config: LLMConfig, timeout_s: float = PROBE_TIMEOUT_S) -> str:
-    """GET ``/v1/models``; the model name to use, or :class:`ServerUnavailable`."""
+def probe(config: LLMConfig, timeout_s: float = PROBE_TIMEOUT_S, *, retries: int = RETRIES,
+          sleep: Any = None) -> str:
+    """GET ``/v1/models``; the model name to use, or :class:`ServerUnavailable`.
+
+    A 429 or 503 with a short ``Retry-After`` is waited out (at most ``retries`` times) before
+    the answer goes offline: a busy server is not a dead one.
+    """
+    import time
+
     request = urllib.request.Request(config.base_url + "/models", headers={"Authorization": f"Bearer {config.api_key}"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (checked URL)
-            body = json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        raise ServerUnavailable(f"model server at {config.base_url} answered HTTP {exc.code}") from None
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ServerUnavailable(f"model server at {config.base_url} unreachable ({reason})") from None
-    except ValueError:
-        raise ServerUnavailable(f"model server at {config.base_url} sent no JSON model list") from None
+    for attempt in range(retries + 1):
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310 (checked URL)
+                body = json.loads(response.read() or b"{}")
+            break
+        except urllib.error.HTTPError as exc:
+            wait = retry_after(exc.headers) if exc.code in (429, 503) else None
+            if wait is None or wait > MAX_RETRY_AFTER_S or attempt == retries:
+                raise ServerUnavailable(f"model server at {config.base_url} answered HTTP {exc.code}") from None
+            (sleep or time.sleep)(wait)
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ServerUnavailable(f"model server at {config.base_url} unreachable ({reason})") from None
+        except ValueError:
+            raise ServerUnavailable(f"model server at {config.base_url} sent no JSON model list") from None
     if config.model:
         return config.model
     models = [m.get("id", "") for m in body.get("data", []) if isinstance(m, dict)]

@@ -9,6 +9,11 @@ Run: ``python benchmarks/agent.py [--steps 10] [--size-mb 10]``
 2. ``rlmedic ask --offline --attach LOG --json`` cold (a fresh process) on a 10 MB
    synthetic log with a failure at the end (benchmarks/logscan.py's generator). Target < 4 s.
 3. The same answer warm, in a long-lived process (chat, web, Slack). Target < 1 s.
+4. Cold start of the LLM path: a fresh ``rlmedic ask --base-url ... --attach LOG`` process
+   against the scripted server: wall and CPU time of that process when its first chat
+   request arrives, and wall time to the first answer byte on its stdout. Anchors in the
+   same run: ``python -c pass`` and ``rlmedic --help`` (interpreter and CLI start-up).
+   Target: first request < 1.5 s CPU.
 """
 
 from __future__ import annotations
@@ -108,6 +113,45 @@ def offline_warm(log: Path) -> float:
     return min(times[1:])
 
 
+def _cold_cpu(argv: list[str]) -> tuple[float, float]:
+    """(wall, CPU seconds) of one fresh process running ``argv`` to its end."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(argv, capture_output=True, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.perf_counter() - started, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def llm_cold(log: Path) -> dict[str, float]:
+    """Cold start of the LLM path: CPU/wall at the first chat request, wall at the first answer byte."""
+    import psutil
+    from fake_openai import FakeOpenAI, Reply, tool
+
+    seen: dict[str, float] = {}
+    replies = [Reply(calls=[tool("diagnose", paths=[str(log)])]), Reply(content="Root cause: CUDA OOM in training.")]
+    with FakeOpenAI(replies) as server:
+        started = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "rlmedic", "ask", "why did my run die?", "--attach", str(log),
+                                 "--base-url", server.base_url], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        child = psutil.Process(proc.pid)
+
+        def first_request(body: dict) -> None:
+            if "request_wall" not in seen:
+                times = child.cpu_times()
+                seen["request_wall"] = time.perf_counter() - started
+                seen["request_cpu"] = times.user + times.system
+
+        server.on_chat = first_request
+        assert proc.stdout is not None
+        if proc.stdout.read(1):
+            seen["first_byte_wall"] = time.perf_counter() - started
+        proc.stdout.read()
+        proc.wait(timeout=120)
+    if proc.returncode != 0 or "request_cpu" not in seen:
+        raise SystemExit("cold LLM ask failed")
+    return seen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=10)
@@ -124,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
         per_step, per_step_cpu, question = loop_overhead(args.steps, small)
         cold, cold_cpu = offline_cold(big)
         warm_offline = offline_warm(big)
+        _, pass_cpu = _cold_cpu([sys.executable, "-c", "pass"])
+        _, help_cpu = _cold_cpu([sys.executable, "-m", "rlmedic", "--help"])
+        llm = llm_cold(small)
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall times stretch under load)")
     rows = [
         ("loop overhead per tool step (wall, instant tools and server)", per_step * 1000, "ms", 50),
@@ -132,6 +179,12 @@ def main(argv: list[str] | None = None) -> int:
         (f"ask --offline --attach, cold, {args.size_mb:g} MB log", cold, "s", 4),
         (f"  (CPU time of that process)", cold_cpu, "s", None),
         (f"offline answer, warm in-process, {args.size_mb:g} MB log", warm_offline, "s", 1),
+        ("LLM ask, cold: CPU of the process at its first model request", llm["request_cpu"], "s", 1.5),
+        ("  (wall time to that first request)", llm["request_wall"], "s", None),
+        ("  (wall time to the first answer byte on stdout)", llm.get("first_byte_wall", float("nan")), "s", None),
+        ("  anchor: python -c pass, CPU", pass_cpu, "s", None),
+        ("  anchor: rlmedic --help, CPU", help_cpu, "s", None),
+        ("  ratio: first-request CPU / rlmedic --help CPU", llm["request_cpu"] / max(help_cpu, 1e-6), "x", None),
     ]
     failed = False
     for name, value, unit, target in rows:

@@ -75,7 +75,9 @@ class FakeOpenAI:
         self.model = model
         self.models_delay_s = models_delay_s
         self.models_status = models_status
+        self.models_headers: dict[str, str] = {}
         self.requests: list[dict[str, Any]] = []
+        self.on_chat: Any = None  # called with each chat request body as it arrives (benchmarks)
         self._lock = threading.Lock()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -95,6 +97,8 @@ class FakeOpenAI:
         self._server.server_close()
 
     def next_reply(self, body: dict[str, Any]) -> Reply:
+        if self.on_chat is not None:
+            self.on_chat(body)
         with self._lock:
             self.requests.append(body)
             n = len(self.requests) - 1
@@ -126,7 +130,7 @@ class FakeOpenAI:
                 if self.path.rstrip("/") in ("/v1/models", "/models"):
                     time.sleep(fake.models_delay_s)
                     if fake.models_status != 200:
-                        self._json(fake.models_status, {"error": {"message": "unavailable"}})
+                        self._json(fake.models_status, {"error": {"message": "unavailable"}}, fake.models_headers)
                         return
                     self._json(200, {"object": "list", "data": [{"id": fake.model, "object": "model"}]})
                 elif self.path == "/health":

@@ -132,3 +132,29 @@ def test_the_terminal_prints_the_model_text_then_what_the_tools_established(tmp_
     assert f"{log.name}:" in out  # the evidence line
     assert out.count("Set foo_bar=3") == 1  # the model's prose is printed once
     assert "unverified" in result.stderr and "foo_bar=3" in result.stderr
+
+
+def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
+    from rlmedic.agent.llm import retry_after
+
+    assert retry_after({"retry-after": "2"}) == 2.0
+    assert retry_after({"retry-after-ms": "1500"}) == 1.5
+    assert retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, now=1445412470.0) == 10.0
+    assert retry_after({"retry-after": "soon"}) is None and retry_after({}) is None
+
+
+def test_a_busy_server_probe_is_retried_then_answers(tmp_path: Path) -> None:
+    from rlmedic.agent.llm import probe
+
+    waits: list[float] = []
+    with FakeOpenAI(models_status=429) as server:
+        original = server.models_status
+
+        def sleep(seconds: float) -> None:  # the server recovers while rlmedic waits
+            waits.append(seconds)
+            server.models_status = 200
+
+        server.models_headers = {"Retry-After": "1"}
+        assert original == 429
+        assert probe(LLMConfig.resolve(base_url=server.base_url), sleep=sleep) == server.model
+    assert waits == [1.0]
