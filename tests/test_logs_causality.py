@@ -177,3 +177,16 @@ def test_through_the_cli_json() -> None:
     root = data["findings"][data["root"]]
     assert root["id"] == "nccl-watchdog-timeout" and root["evidence"]["phase"] == "training"
     assert root["evidence"]["ranks"] == [3]
+
+
+def test_through_ask_offline() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "rlmedic", "ask", "--offline", "--json", "why did my run die?", "--attach", str(RANKS)],
+        capture_output=True, text=True, timeout=180, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    answer = data["answer"]
+    assert "Watchdog" in answer or "watchdog" in answer
+    assert "on rank 3" in answer and "ranks 0-2,4-7" in answer
+    assert "SGLang generation" not in answer

@@ -167,3 +167,46 @@ def test_diagnose_stays_light() -> None:
     path = Path(__file__).parent / "fixtures" / "logs" / "tracebacks" / "dataset-error.log"
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip().endswith("[]"), out.stdout
+
+
+FIXTURE_RECORDS = Path(__file__).parent / "fixtures" / "nearest" / "known"
+PTXAS = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/me/train.py", line 88, in step\n'
+    "    out = fused(x)\n"
+    "RuntimeError: ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\n"
+)
+
+
+def _diagnose_with_records(tmp_path: Path, records: Path | None) -> dict:
+    log = tmp_path / "t.log"
+    log.write_text(PTXAS)
+    env = {**__import__("os").environ, "RLMEDIC_KNOWN_ISSUES_BUILTIN": "0", "RLMEDIC_KNOWN_ISSUES": str(records or "")}
+    out = subprocess.run([sys.executable, "-m", "rlmedic", "diagnose", "--json", str(log)], capture_output=True,
+                         text=True, timeout=120, env=env, check=False)
+    data = json.loads(out.stdout)
+    return data["findings"][data["root"]]
+
+
+def test_unknown_exception_is_categorised_by_the_nearest_known_records(tmp_path: Path) -> None:
+    """The fixture records (tests/fixtures/nearest/known) are install_env problems of ptxas: their vote decides."""
+    root = _diagnose_with_records(tmp_path, FIXTURE_RECORDS)
+    assert root["category"] == "install_env"
+    assert root["evidence"]["classified_by"].startswith("known:triton-ptxas")
+    assert any(c["kind"] == "issue" and c["ref"].startswith("example/fixture#") for c in root["citations"])
+    assert "sm_121a" in root["summary"]  # still quoted
+    # without those records nothing is near: it stays "other", and says what it names
+    bare = _diagnose_with_records(tmp_path, None)
+    assert (bare["category"], bare["evidence"]["classified_by"]) == ("other", "none")
+
+
+def test_through_ask_offline_the_answer_quotes_the_exception(tmp_path: Path) -> None:
+    log = tmp_path / "crash.log"
+    log.write_text(_tb((USER, "prepare", 'return row["prompt_text"]'), exc="KeyError: 'prompt_text'"))
+    out = subprocess.run(
+        [sys.executable, "-m", "rlmedic", "ask", "--offline", "--json", "why did this crash?", "--attach", str(log)],
+        capture_output=True, text=True, timeout=180, cwd=tmp_path, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)["answer"]
+    assert "the key 'prompt_text'" in answer and "verbosity" not in answer

@@ -417,11 +417,13 @@ class _Builder:
                 near = nearest(_error_words(tb))
                 if near is not None:
                     category = near.category
-                    card_id = near.card or card_id
-                    explain = (
-                        f"No signature knows this error; it is closest to {'known issues' if near.how == 'known' else 'the card'} "
-                        f"{', '.join(near.refs[:3]) if near.refs else near.card} (shared: {', '.join(near.shared[:5]) or 'their category'})"
-                    )
+                    card_id = near.card
+                    if near.how == "known":
+                        explain = (f"No signature knows this error; the nearest known issues ({', '.join(near.refs[:3])}) "
+                                   f"are {category} problems")
+                    else:
+                        explain = (f"No signature knows this error; it is closest to the card {near.card} "
+                                   f"(shared words: {', '.join(near.shared[:5])})")
                 else:
                     explain = "No signature knows this error; what it names is the place to start"
         numbers = {k: v for k, v in first.numbers.items() if k not in ("repeated",)}
@@ -485,6 +487,8 @@ class _Builder:
                 f for f in fixes if not (card is not None and card.category == "other" and rule is None)
             ]
         citations = ([card.citation] if card else []) + [Citation.log(first.file, first.line)]
+        if near is not None and near.citations:
+            citations += near.citations
         occurrences = [f"{h.file}:{h.line}" for h in hits[:MAX_OCCURRENCES]]
         evidence: dict[str, Any] = {
             "excerpt": excerpt_lines(first),

@@ -51,6 +51,8 @@ class Neighbour:
     how: str  # "known" | "cards"
     shared: list[str] = field(default_factory=list)
     refs: list[str] = field(default_factory=list)
+    citations: list[Any] = field(default_factory=list)  # rlmedic.types.Citation of the known issues
+    hows: list[str] = field(default_factory=list)
 
 
 def words(text: str) -> list[str]:
@@ -121,13 +123,11 @@ def by_known(texts: list[str]) -> Neighbour | None:
         return None
     if not category or category == "other" or share < MIN_SHARE:
         return None
-    refs: list[str] = []
-    for m in matches or []:
-        record: Any = getattr(m, "record", m)
-        rid = getattr(record, "id", None) or (record.get("id") if isinstance(record, dict) else None)
-        if rid:
-            refs.append(str(rid))
-    return Neighbour(category, "", round(float(share), 3), "known", refs=refs[:5])
+    agreeing = [m for m in matches or [] if getattr(getattr(m, "record", None), "category", None) == category]
+    refs = [str(m.record.id) for m in agreeing]
+    citations = [m.citation for m in agreeing if getattr(m, "citation", None) is not None]
+    hows = [str(getattr(m, "how", "")) for m in agreeing]
+    return Neighbour(category, "", round(float(share), 3), "known", refs=refs[:5], citations=citations[:3], hows=hows[:5])
 
 
 def nearest(text: str, *, use_known: bool = True) -> Neighbour | None:
