@@ -95,9 +95,12 @@ class Embedder:
         return vectors
 
     def _embed_torch(self, texts: list[str], batch_size: int) -> list[list[float]]:
-        import torch
+        from rlmedic.notices import step
 
-        from rlmedic.knowledge.bert import BertEncoder
+        with step("loading torch for the embedding model", after=3):  # seconds on a small machine
+            import torch
+
+            from rlmedic.knowledge.bert import BertEncoder
 
         if self._torch_model is None:
             self._torch_model = BertEncoder(model_path())

@@ -281,12 +281,15 @@ def ensure_cards(store: Store, *, embedder=None) -> bool:
     if store.manifest.cards_hash == digest:
         return False
     from rlmedic.knowledge.embeddings import default_embedder
+    from rlmedic.notices import step
 
     old = store.manifest.files.pop(CARDS_KEY, None)
     if old:
         store.delete(old.chunks)
     chunks = card_chunks()
-    _embed_and_store(store, chunks, embedder or default_embedder())
+    # the first search after an install or upgrade waits for this (torch, the model, every card)
+    with step(f"indexing the {len(chunks)} built-in playbook cards in {store.directory} (once per install)", after=0):
+        _embed_and_store(store, chunks, embedder or default_embedder())
     store.manifest.files[CARDS_KEY] = FileEntry(hash=digest, source="cards", root="", chunks=[c.id for c in chunks])
     store.manifest.cards_hash = digest
     store.manifest.embedder = store.manifest.embedder or PIPELINE

@@ -37,11 +37,23 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     return home
 
 
-@pytest.fixture
+#: The one reason every check against upstream sources gives when ``../shared`` is absent.
+SHARED_MISSING = (
+    "../shared (upstream docs, configs and real cases) is not beside the repo: "
+    "checks against upstream sources run where it is (CI)"
+)
+
+
+@pytest.fixture(scope="session")
 def shared() -> Path:
-    """``../shared`` beside the repo (seeds, corpus, cases): test data only."""
+    """``../shared`` beside the repo (seeds, corpus, cases): upstream test data only.
+
+    A fresh clone has no ``../shared``: the checks that regenerate or compare against
+    upstream sources skip then, all from this one line with one reason, so a clone
+    passes; everything else the suite needs lives in ``tests/``.
+    """
     if not SHARED.is_dir():
-        pytest.fail(f"{SHARED} is missing: tests need ../shared beside the repo")
+        pytest.skip(SHARED_MISSING)
     return SHARED
 
 

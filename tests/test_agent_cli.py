@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import json
 import shutil
 from pathlib import Path
@@ -76,6 +77,7 @@ def test_ask_with_the_server_down_answers_offline_with_a_note(tmp_path: Path) ->
     assert result.stdout.startswith("From the log:")
 
 
+@pytest.mark.slow
 def test_eval_folders_offline_scores_every_case() -> None:
     result = runner.invoke(app, ["eval", str(EVALS), "--offline", "--json"])
     assert result.exit_code == 0, result.output
@@ -88,8 +90,9 @@ def test_eval_folders_offline_scores_every_case() -> None:
     assert all(c["cited"] and c["seconds"] >= 0 for c in report["cases"])
 
 
-def test_eval_jsonl_reports_misses_honestly(tmp_path: Path, shared: Path) -> None:
-    rows = [json.loads(line) for line in (shared / "cases" / "dev_cases.jsonl").read_text().splitlines()[:2]]
+def test_eval_jsonl_reports_misses_honestly(tmp_path: Path) -> None:
+    # two cases in the JSONL format of ../shared/cases, written for these tests
+    rows = [json.loads(line) for line in (Path(__file__).parent / "data" / "eval_cases.jsonl").read_text().splitlines()]
     rows[1]["category"] = "nan_loss"  # a wrong expectation must count as a miss
     rows[1]["must_mention"] = ["no-such-term-xyz"]
     cases = tmp_path / "cases.jsonl"

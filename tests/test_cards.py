@@ -18,7 +18,6 @@ from rlmedic.knowledge.cards import CARDS_DIR, builtin_cards, card_by_id, load_c
 from rlmedic.types import CATEGORIES, FRAMEWORKS
 
 REPO = Path(__file__).resolve().parents[1]
-SEEDS = REPO / ".." / "shared" / "seeds"
 QUESTIONS = Path(__file__).resolve().parent / "data" / "retrieval_questions.yaml"
 
 #: Ids referenced from log signatures, config rules and the question set. Do not rename.
@@ -77,10 +76,9 @@ references:
 # --- helpers ----------------------------------------------------------------------------
 
 
-def _seeds_dir() -> Path:
-    if not SEEDS.is_dir():
-        pytest.fail(f"{SEEDS} is missing: tests need ../shared/seeds beside the repo")
-    return SEEDS
+def _seeds_dir(shared: Path) -> Path:
+    """The seed documents in ``../shared/seeds`` (the `shared` fixture skips without it)."""
+    return shared / "seeds"
 
 
 def _norm(text: str) -> str:
@@ -166,8 +164,8 @@ def test_required_card_exists(card_id):
 # --- retrieval question set -------------------------------------------------------------
 
 
-def test_retrieval_questions_point_at_cards_and_seed_sections():
-    seeds = _seeds_dir()
+def test_retrieval_questions_point_at_cards_and_seed_sections(shared):
+    seeds = _seeds_dir(shared)
     heading_cache: dict[str, list[str]] = {}
     seen_questions = set()
     for i, entry in enumerate(_questions()):
@@ -190,17 +188,17 @@ def test_retrieval_questions_point_at_cards_and_seed_sections():
         )
 
 
-def test_every_seed_and_seed_card_has_a_question():
+def test_every_seed_and_seed_card_has_a_question(shared):
     questions = _questions()
-    seeds = {p.name for p in _seeds_dir().glob("0*.txt")}
+    seeds = {p.name for p in _seeds_dir(shared).glob("0*.txt")}
     assert seeds <= {q["seed"] for q in questions}, "every seed file needs questions"
     asked = {q["card"] for q in questions}
     missing = sorted(c.id for c in builtin_cards() if c.id not in asked and c.id not in NOT_FROM_SEEDS)
     assert not missing, f"seed-derived cards without a retrieval question: {missing}"
 
 
-def test_questions_do_not_restate_headings():
-    seeds = _seeds_dir()
+def test_questions_do_not_restate_headings(shared):
+    seeds = _seeds_dir(shared)
     for entry in _questions():
         heads = [_norm(h) for h in _headings((seeds / entry["seed"]).read_text(encoding="utf-8"))]
         question = _norm(entry["question"]).rstrip("?")
@@ -215,8 +213,8 @@ def _sentences(text: str) -> list[str]:
     return [re.sub(r"^\s*(?:[-#]+|\d+\.)\s*", "", p).strip() for p in parts]
 
 
-def test_cards_do_not_copy_seed_sentences():
-    corpus = [_norm(p.read_text(encoding="utf-8")) for p in sorted(_seeds_dir().glob("*.txt"))]
+def test_cards_do_not_copy_seed_sentences(shared):
+    corpus = [_norm(p.read_text(encoding="utf-8")) for p in sorted(_seeds_dir(shared).glob("*.txt"))]
     copied = []
     for card in builtin_cards():
         for sentence in _sentences(card.to_text()):
@@ -225,7 +223,7 @@ def test_cards_do_not_copy_seed_sentences():
     assert not copied, "card sentences copied from seeds:\n" + "\n".join(copied)
 
 
-def test_cards_share_no_long_word_runs_with_seeds():
+def test_cards_share_no_long_word_runs_with_seeds(shared):
     """Stricter than whole sentences: no 12-word run of a card's prose (errors excluded,
     those are exact log strings) appears in a seed."""
     window = 12
@@ -234,7 +232,7 @@ def test_cards_share_no_long_word_runs_with_seeds():
         return re.findall(r"[a-z0-9_.%/+=:'-]+", _norm(text))
 
     grams = set()
-    for path in _seeds_dir().glob("*.txt"):
+    for path in _seeds_dir(shared).glob("*.txt"):
         w = words(path.read_text(encoding="utf-8"))
         grams.update(" ".join(w[i : i + window]) for i in range(len(w) - window + 1))
     hits = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import os
 import subprocess
 import sys
@@ -63,6 +64,7 @@ def test_save_refuses_to_overwrite(tmp_path: Path) -> None:
     assert "already exists" in proc.stdout and target.read_text() == "mine\n"
 
 
+@pytest.mark.slow
 def test_terminal_chat_streams_and_ctrl_c_keeps_the_session(tmp_path: Path) -> None:
     """Through a pseudo-terminal, against a scripted SGLang-style server: the tool step and the
     streamed answer show; Ctrl-C during a slow answer stops it and the prompt comes back."""

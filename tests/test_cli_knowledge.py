@@ -16,7 +16,7 @@ runner = CliRunner()
 def test_ask_offline_json_contract_and_content() -> None:
     result = runner.invoke(app, ["ask", "sglang keeps running out of memory during rollout", "--offline", "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["engine"] == "offline"
     assert isinstance(data["answer"], str) and isinstance(data["citations"], list)
     assert data["cards"][0] == "oom-sglang-generation"
@@ -32,7 +32,7 @@ def test_ask_offline_json_contract_and_content() -> None:
 
 
 def test_ask_prefers_the_framework_named_in_the_question() -> None:
-    slime = json.loads(runner.invoke(app, ["ask", "slime OOM in backward pass with --micro-batch-size 4", "--offline", "--json"]).output)
+    slime = json.loads(runner.invoke(app, ["ask", "slime OOM in backward pass with --micro-batch-size 4", "--offline", "--json"]).stdout)
     assert "--" in slime["answer"].split("What to change")[1]
     assert "[areal]" not in slime["answer"]
 
@@ -46,7 +46,7 @@ def test_ask_human_output_lists_sources() -> None:
 def test_search_json_contract_over_cards() -> None:
     result = runner.invoke(app, ["search", "Dumped recover info to file", "-k", "2", "--kind", "card", "--json"])
     assert result.exit_code == 0, result.output
-    results = json.loads(result.output)["results"]
+    results = json.loads(result.stdout)["results"]
     assert len(results) == 2
     for item in results:
         assert set(item) >= {"source", "section", "score", "text", "citation"}
@@ -81,10 +81,22 @@ def test_ask_with_pasted_log_lets_the_root_finding_pick_the_card() -> None:
         "(SGLangEngine pid=555) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.50 GiB. "
         "GPU 0 has a total capacity of 79.11 GiB\n"
     )
-    data = json.loads(runner.invoke(app, ["ask", log, "--offline", "--json"]).output)
+    data = json.loads(runner.invoke(app, ["ask", log, "--offline", "--json"]).stdout)
     assert data["cards"][0] == "oom-sglang-generation"
     assert data["answer"].startswith("From the log:")
     log_cites = [c for c in data["citations"] if c["kind"] == "log"]
     assert log_cites and log_cites[0]["ref"] == "<question>" and log_cites[0]["text"].startswith("<question>:")
     assert log_cites[0]["lines"][0] == data["findings"][0]["line"]
     assert data["findings"] and data["findings"][0]["category"] == "oom_generation"
+
+
+def test_first_use_index_build_is_announced_on_stderr_once() -> None:
+    """The first search builds the card index (a minute on a small machine): it says so on
+    stderr, with its time, while stdout stays the JSON document; the next search is silent."""
+    first = runner.invoke(app, ["search", "NCCL watchdog timeout", "-k", "1", "--json"])
+    assert first.exit_code == 0, first.output
+    assert "built-in playbook cards" in first.stderr and "(once per install)..." in first.stderr
+    assert "done in" in first.stderr.splitlines()[-1]
+    assert json.loads(first.stdout)["results"]
+    again = runner.invoke(app, ["search", "NCCL watchdog timeout", "-k", "1", "--json"])
+    assert again.exit_code == 0 and "playbook cards" not in again.stderr

@@ -103,7 +103,7 @@ def test_missing_config_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1 and "no such file" in result.stderr
 
 
-def test_schema_data_file_is_what_the_build_script_produces(tmp_path: Path) -> None:
+def test_schema_data_file_is_what_the_build_script_produces(tmp_path: Path, shared: Path) -> None:
     reference = SHARED / "corpus" / "areal" / "en" / "cli_reference.md"
     out = tmp_path / "schema.json"
     subprocess.run([sys.executable, str(REPO / "tools" / "config" / "build_areal_schema.py"), str(reference), "-o", str(out)],

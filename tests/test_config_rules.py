@@ -160,7 +160,7 @@ def test_advisory_rules_are_reported_without_an_automatic_change(path: Path, rul
     assert not any(c.rule == rule for c in result.changes)
 
 
-def test_upstream_typo_is_migrated_to_rejection_sampling(tmp_path: Path) -> None:
+def test_upstream_typo_is_migrated_to_rejection_sampling(tmp_path: Path, shared: Path) -> None:
     src = SHARED / "corpus" / "areal-configs" / "scaffolding" / "gsm8k_rlvr_scaffolding.yaml"
     before = fingerprint(src)
     result = fix_config(src, confinement=ANYWHERE)

@@ -133,7 +133,7 @@ def test_schema_covers_the_three_parsers_at_pinned_versions() -> None:
     assert sum(data["counts"].values()) == len(table) > 1000
 
 
-def test_slime_part_of_the_schema_is_what_the_build_script_reads(tmp_path: Path) -> None:
+def test_slime_part_of_the_schema_is_what_the_build_script_reads(tmp_path: Path, shared: Path) -> None:
     """Rebuilt from slime's own argument files (shared corpus), every slime flag matches the shipped table."""
     spec = importlib.util.spec_from_file_location("build_slime_schema", REPO / "tools" / "config" / "build_slime_schema.py")
     module = importlib.util.module_from_spec(spec)
@@ -164,7 +164,7 @@ def _corpus_scripts() -> list[tuple[str, str]]:
     return found
 
 
-def test_every_corpus_launch_script_lints_without_false_flag_errors() -> None:
+def test_every_corpus_launch_script_lints_without_false_flag_errors(shared: Path) -> None:
     scripts = _corpus_scripts()
     assert len(scripts) >= 40
     flagged: dict[str, list[str]] = {}

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from rlmedic.knowledge.embeddings import MAX_SEQ_LENGTH, default_embedder, model_path
 
 
+@pytest.mark.slow
 def test_vectors_match_sentence_transformers() -> None:
     from sentence_transformers import SentenceTransformer
 

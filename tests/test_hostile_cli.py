@@ -9,11 +9,13 @@ Each runs in its own process with a time limit; they run four at a time to keep 
 
 from __future__ import annotations
 
+import pytest
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from hostile_cases import build_cases, judge, run_case
 
+@pytest.mark.slow
 def test_every_hostile_input_is_an_error_line_or_a_result(tmp_path: Path) -> None:
     cases, before = build_cases(tmp_path / "inputs")
     with ThreadPoolExecutor(max_workers=4) as pool:

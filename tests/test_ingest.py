@@ -153,6 +153,7 @@ def test_cli_user_errors_are_one_line_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "binary" in result.output
 
 
+@pytest.mark.slow
 def test_index_persists_across_processes(docs: Path, tmp_path: Path) -> None:
     env = {**os.environ, "RLMEDIC_HOME": str(tmp_path / "home")}
     exe = [sys.executable, "-m", "rlmedic"]

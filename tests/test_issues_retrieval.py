@@ -124,6 +124,7 @@ def test_the_users_version_decides_upgrade_or_look_elsewhere(kb: KnowledgeBase) 
     assert not new.startswith("Known issue")  # demoted: the log's own evidence leads
 
 
+@pytest.mark.slow
 def test_issue_threads_do_not_change_card_or_doc_rankings(tmp_path: Path) -> None:
     kb = KnowledgeBase(tmp_path / "index")
     query = "sglang server runs out of memory while capturing cuda graphs"

@@ -14,8 +14,7 @@ QUESTIONS = Path(__file__).parent / "data" / "retrieval_questions.yaml"
 
 
 @pytest.fixture(scope="session")
-def kb(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
-    shared = Path(__file__).resolve().parents[1].parent / "shared"
+def kb(tmp_path_factory: pytest.TempPathFactory, shared: Path) -> KnowledgeBase:
     kb = KnowledgeBase(tmp_path_factory.mktemp("kb") / "index")
     report = kb.index([shared / "seeds", shared / "corpus"])
     assert len(report.added) > 50 and not report.skipped
@@ -27,6 +26,7 @@ def questions():
     return load_questions(QUESTIONS)
 
 
+@pytest.mark.slow
 def test_every_question_finds_its_card_in_the_top_3(kb, questions) -> None:
     misses = []
     for q in questions:
@@ -36,6 +36,7 @@ def test_every_question_finds_its_card_in_the_top_3(kb, questions) -> None:
     assert not misses, misses
 
 
+@pytest.mark.slow
 def test_doc_sections_hybrid_beats_each_side_and_guided_beats_hybrid(kb, questions) -> None:
     bm25 = evaluate(kb, questions, mode="bm25")
     dense = evaluate(kb, questions, mode="dense")
@@ -48,6 +49,7 @@ def test_doc_sections_hybrid_beats_each_side_and_guided_beats_hybrid(kb, questio
     assert guided.recall[3] >= 0.88, guided.misses
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("query", "expected_in_section"),
     [
@@ -63,6 +65,7 @@ def test_exact_identifiers_and_error_strings_find_the_section_naming_them(kb, qu
     assert any(expected_in_section.replace("-", "_") in t for t in texts), [str(r.citation) for r in results]
 
 
+@pytest.mark.slow
 def test_results_carry_citations_with_lines(kb) -> None:
     result = kb.search("weight sync timeout after rollout", 1, kind="doc")[0]
     text = str(result.citation)

@@ -155,6 +155,7 @@ def test_closing_a_session_deletes_its_folder(tmp_path: Path) -> None:
     assert not (tmp_path / "up").exists()
 
 
+@pytest.mark.browser
 def test_the_page_in_a_headless_browser(web, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
