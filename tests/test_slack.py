@@ -308,3 +308,74 @@ def test_rlmedic_slack_http_serves_signed_events_end_to_end(slack: FakeSlack, tm
     finally:
         proc.terminate()
         proc.communicate(timeout=20)
+
+
+def _raw_post(port: int, head: str, body: bytes = b"", *, hold: bool = True, timeout: float = 5.0) -> tuple[int, float]:
+    """Send a hand-written request (headers as given, ``body`` after them), keep our side open
+    when ``hold``, and return (the status the server answered with, seconds it took)."""
+    import socket
+
+    start = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(f"POST /slack/events HTTP/1.1\r\nHost: x\r\n{head}\r\n".encode() + body)
+        if not hold:
+            sock.shutdown(socket.SHUT_WR)
+        reply = b""
+        while b"\r\n" not in reply:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    status = int(reply.split(b" ", 2)[1]) if reply.startswith(b"HTTP/") else 0  # 0: closed without a reply
+    return status, time.monotonic() - start
+
+
+def test_hostile_content_lengths_are_refused_before_the_body_is_read(slack: FakeSlack, monkeypatch, caplog) -> None:
+    """-1 / abc / missing / over 1 MiB: 400 / 400 / 411 / 413 at once, with the sender still
+    connected and nothing read; a sender that stalls mid-body is dropped; the server then
+    still answers a signed request, and a forged body never reaches the log."""
+    import logging
+    import threading
+
+    from rlmedic.ui import slack_app
+
+    monkeypatch.setattr(slack_app, "READ_TIMEOUT_S", 1.0)
+    app, _bot = make_app(slack)
+    server = serve_http(app, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        assert _raw_post(port, "Content-Length: -1\r\n", b"x" * 300)[0] == 400
+        assert _raw_post(port, "Content-Length: abc\r\n", b"x" * 10)[0] == 400
+        assert _raw_post(port, "Content-Length: +5\r\n", b"x" * 5)[0] == 400
+        assert _raw_post(port, "", b"")[0] == 411
+        status, seconds = _raw_post(port, f"Content-Length: {2 << 20}\r\n", b"x" * 1000)
+        assert status == 413 and seconds < 3
+        # a body that never arrives: dropped after the read timeout, no thread held for ever
+        status, seconds = _raw_post(port, "Content-Length: 100\r\n", b"x" * 10, timeout=10)
+        assert status == 0 and seconds < 5
+        # a forged request with -v logging on: refused, and its body is not in the log
+        caplog.set_level(logging.DEBUG)
+        body = event_body(mention("PLANTED-BODY-MARKER", ts="1700000012.000100"))
+        headers = "".join(f"{k}: {v[0]}\r\n" for k, v in signed(body, secret="wrong").items())
+        encoded = body.encode()
+        assert _raw_post(port, headers + f"Content-Length: {len(encoded)}\r\n", encoded)[0] == 401
+        assert "PLANTED-BODY-MARKER" not in caplog.text and "invalid signature" in caplog.text
+        challenge = json.dumps({"type": "url_verification", "challenge": "still-up", "token": "legacy"})
+        headers = {k: v[0] for k, v in signed(challenge).items()}
+        url = f"http://127.0.0.1:{port}/slack/events"
+        with urllib.request.urlopen(urllib.request.Request(url, data=challenge.encode(), headers=headers), timeout=10) as resp:
+            assert json.loads(resp.read())["challenge"] == "still-up"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_body_length_is_decided_from_the_header_alone() -> None:
+    from rlmedic.ui.slack_app import MAX_BODY_BYTES, body_length
+
+    assert body_length(None) == (411, None) and body_length(" ") == (411, None)
+    assert body_length("-1") == (400, None) and body_length("abc") == (400, None) and body_length("1e3") == (400, None)
+    assert body_length("٣") == (400, None)  # a non-ASCII digit is not a length
+    assert body_length(str(MAX_BODY_BYTES + 1)) == (413, None) and body_length("9" * 40) == (400, None)
+    assert body_length(" 42 ") == (200, 42) and body_length(str(MAX_BODY_BYTES)) == (200, MAX_BODY_BYTES)

@@ -333,8 +333,11 @@ def build_app(bot: SlackBot, *, socket_mode: bool = False) -> Any:
         from rlmedic.errors import UserError
 
         raise UserError("HTTP mode needs SLACK_SIGNING_SECRET (the app's signing secret)")
+    bolt_log = logging.getLogger("rlmedic.slack.bolt")
+    if not any(isinstance(f, _NoUnverifiedBodies) for f in bolt_log.filters):
+        bolt_log.addFilter(_NoUnverifiedBodies())
     app = App(client=bot.client, signing_secret=bot.settings.signing_secret or None,
-              request_verification_enabled=not socket_mode, logger=logging.getLogger("rlmedic.slack.bolt"))
+              request_verification_enabled=not socket_mode, logger=bolt_log)
 
     @app.event("app_mention")
     def _mention(event: dict[str, Any]) -> None:
@@ -347,20 +350,66 @@ def build_app(bot: SlackBot, *, socket_mode: bool = False) -> Any:
     return app
 
 
+class _NoUnverifiedBodies(logging.Filter):
+    """Bolt logs the whole body of a request whose signature fails (at INFO, so with ``-v``):
+    anyone who can reach the port could write what they like into our log. The line keeps
+    its news, not the body."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Invalid request signature detected"):
+            record.msg, record.args = "refused a request with an invalid signature (body not logged)", ()
+        return True
+
+
+#: The largest Events API body read (Slack's event payloads are a few KiB).
+MAX_BODY_BYTES = 1 << 20
+#: Seconds a client may take to send its headers and body before the connection is dropped.
+READ_TIMEOUT_S = 10.0
+
+
+def body_length(header: str | None, limit: int = MAX_BODY_BYTES) -> tuple[int, int | None]:
+    """``(status, length)`` for a ``Content-Length`` header, decided before a byte of the body is
+    read: 411 when it is missing, 400 unless it is plain digits (``-1``, ``abc``, ``+5``), 413
+    over ``limit``; otherwise ``(200, length)``."""
+    if header is None or not header.strip():
+        return 411, None
+    text = header.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 20:
+        return 400, None
+    length = int(text)
+    return (413, None) if length > limit else (200, length)
+
+
 def serve_http(app: Any, host: str, port: int, path: str = "/slack/events") -> Any:
-    """A small threaded HTTP server in front of ``app.dispatch`` (bind it to loopback behind a proxy)."""
+    """A small threaded HTTP server in front of ``app.dispatch`` (bind it to loopback behind a proxy).
+
+    The body's size is checked from its header before anything is read (see :func:`body_length`),
+    and a client that stalls is dropped after :data:`READ_TIMEOUT_S`: an unauthenticated sender
+    can neither grow the server's memory nor hold a thread forever.
+    """
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from slack_bolt.request import BoltRequest
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = READ_TIMEOUT_S  # a socket timeout on every read (headers and body)
+
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
             url = urllib.parse.urlparse(self.path)
             if url.path != path:
                 self.send_error(404)
                 return
-            length = min(int(self.headers.get("Content-Length") or 0), 1 << 20)
-            body = self.rfile.read(length).decode("utf-8", errors="replace")
+            status, length = body_length(self.headers.get("Content-Length"))
+            if length is None:
+                self.close_connection = True  # the unread body must not be parsed as a next request
+                self.send_error(status)
+                return
+            raw = self.rfile.read(length)
+            if len(raw) < length:  # the sender stopped early
+                self.close_connection = True
+                self.send_error(400)
+                return
+            body = raw.decode("utf-8", errors="replace")
             headers = {k.lower(): [v] for k, v in self.headers.items()}
             resp = app.dispatch(BoltRequest(body=body, query=url.query, headers=headers))
             data = (resp.body or "").encode("utf-8")
