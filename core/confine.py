@@ -291,6 +291,8 @@ class WalkResult:
 
 def _resolve(path: str | os.PathLike[str]) -> Path:
     """The absolute path with symlinks and ``..`` resolved; a symlink loop or bad name is a :class:`UserError`."""
+    if "\x00" in os.fspath(path):  # no file name holds one; the OS calls would raise ValueError
+        raise UserError(f"{os.fspath(path)!r}: a path with a NUL byte is not a file name")
     try:
         return Path(path).expanduser().resolve()
     except (OSError, RuntimeError) as exc:  # RuntimeError: "Symlink loop" (Python < 3.13)

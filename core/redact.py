@@ -268,13 +268,15 @@ KINDS: list[SecretKind] = [
         "secret_assignment",
         # name=value and name: value in env files, YAML, JSON (also escaped inside a JSON
         # string), Python reprs (Namespace(wandb_key='...')), dicts and os.environ["..."]
-        _rx(rf"(?i)((?<![\w/\\-])(?=[\w-]++{_QUOTE}?\]?\s*[=:]){_NAME}{_QUOTE}?\]?\s*(?:=|:(?!//))\s*(?P<q>{_QUOTE})?)"
+        # (quotes may come doubled: a dict repr inside a YAML single-quoted string, '{''hf_token'': ''...''}')
+        _rx(rf"(?i)((?<![\w/\\-])(?=[\w-]++{_QUOTE}{{0,2}}\]?\s*[=:]){_NAME}{_QUOTE}{{0,2}}\]?\s*(?:=|:(?!//))\s*(?P<q>{_QUOTE}{{1,2}})?)"
             rf"(?P<secret>{_NOT_A_VALUE}(?(q)[^'\"\\\n]+|(?:[^\s'\",}})\\]|\\(?!['\"]))+))"),
         ("key", "token", "secret", "password", "passwd", "passphrase", "credential"),
         ("WANDB_API_KEY=0123456789abcdef0123456789abcdef01234567",
          f'{{"wandb_api_key": "{W}"}}',
          f"Namespace(lr=1e-06, wandb_key='{W}', seed=1)",
          f"{{'wandb_key': '{W}', 'seed': 1}}",
+         f"env_vars: '{{''WANDB_API_KEY'': ''{W}'', ''seed'': 1}}'",
          f'\\"WANDB_API_KEY\\": \\"{W}\\"',
          'os.environ["HF_TOKEN"] = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123"',
          "password: hunter2",
@@ -320,14 +322,31 @@ def _replace(m: re.Match[str]) -> str:
     return whole[:start] + REDACTED + whole[end:]
 
 
+#: Terminal escape sequences: CSI (colours, cursor moves), OSC (titles, links) and the
+#: two-character escapes. A colour code between a key's name and its value
+#: (``\x1b[33mWANDB_API_KEY\x1b[0m=...``) hides the name from every pattern.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (a lone ESC is dropped too)."""
+    if "\x1b" not in text:
+        return text
+    return _ANSI.sub("", text).replace("\x1b", "")
+
+
 def redact(text: str) -> str:
     """``text`` with every secret of every kind replaced by ``[REDACTED]``.
 
+    Terminal escape sequences are stripped first (:func:`strip_ansi`): they would split a
+    secret's name from its value, and nothing rlmedic shows needs a log's colours.
     Fast on ordinary text: one lower-cased copy and a substring search per hint decide
     which kinds' regexes run at all (usually none for a log line).
     """
     if not text:
         return text
+    if "\x1b" in text:
+        text = strip_ansi(text)
     low = text.lower()
     hinted = any(map(low.__contains__, _HINTS))
     for kind in KINDS if hinted else _ALWAYS:
@@ -338,6 +357,7 @@ def redact(text: str) -> str:
 
 def secret_kinds(text: str) -> list[str]:
     """Names of the secret kinds present in ``text`` (for tests and audits)."""
+    text = strip_ansi(text)
     low = text.lower()
     return [kind.name for kind in KINDS if (not kind.hints or any(h in low for h in kind.hints)) and kind.search(text)]
 

@@ -37,6 +37,8 @@ async def _exercise(session) -> None:  # noqa: ANN001
     assert refused.is_error and "outside the allowed roots" in refused.content[0].text
     bad = await session.call_tool("diagnose", {"paths": "not-a-list"})
     assert bad.is_error and "paths" in bad.content[0].text
+    nul = await session.call_tool("diagnose", {"paths": [str(MULTIRANK) + "/rank0.log\x00.txt"]})
+    assert nul.is_error and "NUL byte" in nul.content[0].text and "internal error" not in nul.content[0].text
 
 
 def test_mcp_over_stdio() -> None:

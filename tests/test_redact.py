@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 import rlmedic.confine
 import rlmedic.redact
 from conftest import FIXTURES
-from rlmedic.redact import KINDS, REDACTED, names_secret, redact, redact_value, secret_kinds
+from rlmedic.redact import KINDS, REDACTED, names_secret, redact, redact_value, secret_kinds, strip_ansi
 from rlmedic.ui.cli import app
 
 runner = CliRunner()
@@ -303,3 +303,60 @@ def test_the_index_on_disk_never_holds_a_secret(tmp_path: Path) -> None:
     assert REDACTED.encode() in blob
     hits = kb.search("Before launching the GRPO job", k=3)
     assert hits and all(not leaked(secrets, h.text) for h in hits)
+
+
+# ------------------------------------------------------------------ escapes and quoting -------
+
+#: A W&B-shaped key planted in the examples below.
+_KEY = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.mark.parametrize("text", [
+    f"\x1b[33mWANDB_API_KEY\x1b[0m={_KEY}",
+    f"\x1b[1;31mwandb_api_key\x1b[0m: \x1b[32m{_KEY}\x1b[0m",
+    f"export \x1b[33mHF_TOKEN\x1b[39m=\x1b[2m{_KEY}",
+    f"\x1b]0;title\x07--wandb-key \x1b[4m{_KEY}",
+])
+def test_colour_codes_around_a_name_do_not_hide_its_value(text: str) -> None:
+    out = redact(text)
+    assert _KEY not in out and REDACTED in out and "\x1b" not in out, repr(out)
+    assert strip_ansi("\x1b[31mred\x1b[0m plain \x1b") == "red plain "
+
+
+def test_a_dict_repr_inside_a_yaml_single_quoted_string_is_redacted() -> None:
+    text = f"env_vars: '{{''WANDB_API_KEY'': ''{_KEY}'', ''seed'': 1}}'"
+    assert redact(text) == "env_vars: '{''WANDB_API_KEY'': ''[REDACTED]'', ''seed'': 1}'"
+    assert redact("password: ''") == "password: ''"  # an empty string stays
+
+
+@pytest.mark.parametrize(("name", "planted"), [
+    ("ansi.sh", f"# \x1b[33mWANDB_API_KEY\x1b[0m={_KEY}\n"),
+    ("quoted.yaml", f"# a note\nenv_vars: '{{''WANDB_API_KEY'': ''{_KEY}''}}'\n"),
+])
+def test_fix_config_and_its_mcp_diff_never_show_a_coloured_or_quoted_secret(name: str, planted: str, tmp_path: Path) -> None:
+    from rlmedic.registry import REGISTRY, ToolContext
+
+    base = FIXTURES / "configs" / ("slime/batch_arithmetic.sh" if name.endswith(".sh") else "areal/mb_tokens.yaml")
+    src = tmp_path / name
+    src.write_text(planted + base.read_text() if name.endswith(".yaml") else base.read_text() + planted)
+    for args in (["fix-config", str(src)], ["fix-config", str(src), "--json"], ["lint-config", str(src), "--json"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code in (0, 1), result.output
+        assert _KEY not in result.stdout + result.stderr, args
+    fixed = runner.invoke(app, ["fix-config", str(src)])
+    assert REDACTED in fixed.stdout
+    # the MCP front door calls the registry: the diff it returns is redacted too
+    out = REGISTRY.call("fix_config", {"config": str(src)}, ToolContext.for_roots([str(tmp_path)], env_roots=False))
+    assert out.ok and out.data["diff"] and _KEY not in json.dumps(out.data) + out.text
+
+
+def test_the_index_never_holds_a_coloured_secret(tmp_path: Path) -> None:
+    from rlmedic.knowledge.index import KnowledgeBase
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "setup.md").write_text(f"# Setup\n\nBefore the run:\n\n    \x1b[33mWANDB_API_KEY\x1b[0m={_KEY}\n")
+    kb = KnowledgeBase(tmp_path / "idx", with_cards=False)
+    assert kb.index([docs]).chunks_embedded >= 1
+    blob = b"".join(p.read_bytes() for p in (tmp_path / "idx").rglob("*") if p.is_file())
+    assert _KEY.encode() not in blob and REDACTED.encode() in blob

@@ -262,3 +262,28 @@ def test_no_secret_reaches_the_cli(planted: dict[str, Path]) -> None:
         result = runner.invoke(app, [str(a) for a in args])
         assert result.exit_code in (0, 1), (args, result.output)
         _assert_clean(" ".join(map(str, args[:1])) + " CLI", result.output)
+
+
+#: Arguments that name files or folders to read (a NUL byte in any must be bad input).
+_PATH_ARGS = {"paths": lambda p: [p], "snapshot": str, "root": str, "config": str, "logs": lambda p: [p]}
+
+
+def test_a_path_with_a_nul_byte_is_bad_input_for_every_tool(tmp_path: Path) -> None:
+    """Not `internal error ...: ValueError` (what os.stat says about an embedded NUL)."""
+    from rlmedic.registry import REGISTRY, ToolContext
+
+    ctx = ToolContext.for_roots([str(tmp_path)], env_roots=False)
+    (tmp_path / "ok.yaml").write_text("actor:\n  lr: 1\n")
+    checked = 0
+    for tool in REGISTRY.tools():
+        props = tool.schema["properties"]
+        for name in [n for n in props if n in _PATH_ARGS]:
+            args = {n: _PATH_ARGS[n](str(tmp_path / "ok.yaml")) for n in props if n in ("config",) and n != name}
+            if "root" in props and name != "root":
+                args["root"] = str(tmp_path)
+            args[name] = _PATH_ARGS[name](str(tmp_path / "a\x00b.log"))
+            result = REGISTRY.call(tool.name, args, ctx)
+            assert not result.ok, (tool.name, name)
+            assert "NUL byte" in result.error and "internal error" not in result.error, (tool.name, name, result.error)
+            checked += 1
+    assert checked >= 7
