@@ -154,6 +154,7 @@ def chunk_document(text: str, source: str, path: str = "", kind: str = "doc") ->
                 continue
         merged.append((body, start, section))
         own_size = len(body)
+    seen_ids: set[str] = set()
     for body, start, section in merged:
         pieces = [(body, start)]
         if len(body) > MAX_CHUNK_CHARS:
@@ -172,7 +173,14 @@ def chunk_document(text: str, source: str, path: str = "", kind: str = "doc") ->
             # the heading path travels with every chunk: its words are often the best
             # evidence of what a section is about (for BM25 and the embedding alike)
             body_text = f"{section}\n\n{piece}" if section else piece
-            chunk_id = content_hash(f"{source}\0{line_start}\0{piece}".encode())[:24]
+            # unique within the document even when pieces repeat (one 20,000-character line of the
+            # same text splits into identical pieces on the same line): the store refuses duplicate ids
+            chunk_id = content_hash(f"{source}\0{line_start}\0{piece_start}\0{piece}".encode())[:24]
+            n = 1
+            while chunk_id in seen_ids:
+                n += 1
+                chunk_id = content_hash(f"{source}\0{line_start}\0{piece_start}\0{piece}\0{n}".encode())[:24]
+            seen_ids.add(chunk_id)
             chunks.append(Chunk(chunk_id, body_text, source, path, section, line_start, line_end, kind))
     return chunks
 

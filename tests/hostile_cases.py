@@ -195,6 +195,20 @@ def _skipped_utf8(stdout: str) -> str | None:
     return None
 
 
+#: A W&B-shaped key planted in hostile inputs: it must never reach stdout.
+PLANTED_KEY = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _both_indexed(stdout: str) -> str | None:
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return f"stdout is not JSON: {stdout[:200]!r}"
+    if sorted(Path(p).name for p in data.get("added", [])) != ["one_line.md", "other.md"]:
+        return f"expected both documents indexed: {data}"
+    return None
+
+
 def slime_continuations(lines: int) -> str:
     """A slime launch script whose one command has ``lines`` line continuations (empty ones: 2 bytes each)."""
     return "#!/bin/bash\npython3 train.py \\\n   --actor-num-gpus-per-node 8 " + "\\\n" * lines + "   --lr 1e-6\n"
@@ -247,6 +261,18 @@ def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
     slime.write_text(slime_continuations(1_000_000))
     not_a_dir = tmp / "plain_file"
     not_a_dir.write_text("x")
+
+    # issue 21: a document of one 20,000-character line beside an ordinary one; secrets behind
+    # colour codes and inside a YAML single-quoted dict repr
+    long_docs = tmp / "long_docs"
+    long_docs.mkdir()
+    (long_docs / "one_line.md").write_text("# One line\n\n" + "x" * 20_000 + "\n")
+    (long_docs / "other.md").write_text("# Other\n\nSGLang ran out of memory: lower mem_fraction_static.\n")
+    ansi_sh = tmp / "ansi_key.sh"
+    ansi_sh.write_text(f"#!/bin/bash\n# \x1b[33mWANDB_API_KEY\x1b[0m={PLANTED_KEY}\n"
+                       "python3 train.py --rollout-batch-size 32 --n-samples-per-prompt 8 --global-batch-size 100\n")
+    quoted_yaml = tmp / "quoted_dict.yaml"
+    quoted_yaml.write_text(f"env_vars: '{{''WANDB_API_KEY'': ''{PLANTED_KEY}''}}'\n" + (CONFIGS / "areal" / "mb_tokens.yaml").read_text())
 
     H = HOSTILE
     cases = [
@@ -321,6 +347,12 @@ def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
         Case("index-empty-path", ["index", ""], stderr_has="empty path"),
         # scale
         Case("slime-million-continuations", ["fix-config", str(slime)], expect="ok"),
+        # issue 21
+        Case("index-one-20000-char-line", ["index", "--json", str(long_docs)], expect="ok", check=_both_indexed,
+             timeout=120, max_rss_mb=1000, max_seconds=60),
+        Case("fix-config-coloured-key", ["fix-config", str(ansi_sh)], expect="ok", stdout_lacks=PLANTED_KEY),
+        Case("lint-config-coloured-key", ["lint-config", "--json", str(ansi_sh)], expect="ok", stdout_lacks=PLANTED_KEY),
+        Case("fix-config-quoted-dict-repr", ["fix-config", str(quoted_yaml)], expect="ok", stdout_lacks=PLANTED_KEY),
     ]
     before = {p: p.read_bytes() for case in cases for p in case.unchanged}
     return cases, before

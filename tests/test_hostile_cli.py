@@ -9,11 +9,12 @@ Each runs in its own process with a time limit; they run four at a time to keep 
 
 from __future__ import annotations
 
-import pytest
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
 from hostile_cases import build_cases, judge, run_case
+
 
 @pytest.mark.slow
 def test_every_hostile_input_is_an_error_line_or_a_result(tmp_path: Path) -> None:

@@ -218,3 +218,20 @@ def test_an_index_built_with_other_settings_is_rebuilt_not_mixed(docs: Path, tmp
     assert len(again.updated) == 3 and again.chunks_embedded > 0
     assert any("re-embedding everything" in w for w in again.warnings)
     assert KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs]).chunks_embedded == 0
+
+
+def test_a_document_with_one_huge_repeating_line_gets_unique_chunk_ids(tmp_path: Path) -> None:
+    """One 20,000-character line splits into identical pieces on the same line: their ids still
+    differ (Chroma refused the batch with DuplicateIDError), and the folder's other documents
+    are indexed with it."""
+    line = "word " * 4000
+    chunks = chunk_document(f"# Long\n\n{line}\n", "long.md")
+    assert len(chunks) > 3 and len({c.text for c in chunks}) < len(chunks)  # the pieces do repeat
+    assert len({c.id for c in chunks}) == len(chunks)
+    assert [c.id for c in chunk_document(f"# Long\n\n{line}\n", "long.md")] == [c.id for c in chunks]  # stable
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "long.md").write_text(f"# Long\n\n{'x' * 20000}\n")
+    (folder / "other.md").write_text("# Other\n\nThe rollout server ran out of memory; lower mem_fraction_static.\n")
+    report = KnowledgeBase(tmp_path / "idx", with_cards=False).index([folder])
+    assert sorted(Path(p).name for p in report.added) == ["long.md", "other.md"] and not report.skipped
