@@ -97,13 +97,13 @@ class Embedder:
     def _embed_torch(self, texts: list[str], batch_size: int) -> list[list[float]]:
         from rlmedic.notices import step
 
-        with step("loading torch for the embedding model", after=3):  # seconds on a small machine
+        with step("loading torch and the embedding model", after=3):  # seconds on a small machine
             import torch
 
             from rlmedic.knowledge.bert import BertEncoder
 
-        if self._torch_model is None:
-            self._torch_model = BertEncoder(model_path())
+            if self._torch_model is None:
+                self._torch_model = BertEncoder(model_path())
         vectors: list[list[float]] = [[] for _ in texts]
         with torch.inference_mode():
             for idx, encodings in self._batches(texts, batch_size):
