@@ -158,3 +158,15 @@ def test_a_busy_server_probe_is_retried_then_answers(tmp_path: Path) -> None:
         assert original == 429
         assert probe(LLMConfig.resolve(base_url=server.base_url), sleep=sleep) == server.model
     assert waits == [1.0]
+
+
+def test_the_offline_answer_is_printed_once_without_a_second_grounded_block(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rlmedic.ui.cli import app
+
+    log = tmp_path / "train.log"
+    shutil.copy(LOG, log)
+    result = CliRunner().invoke(app, ["ask", "why did it die?", "--attach", str(log), "--offline"])
+    assert result.exit_code == 0, result.output
+    assert "(from the tools)" not in result.stdout and result.stdout.count("Sources:") == 1

@@ -66,13 +66,15 @@ def ask(
                     print_json(event.answer.to_dict())
                 elif not streamed:
                     typer.echo(event.answer.answer)
-                else:  # the model's prose was streamed; what the tools established follows it
+                elif event.answer.engine == "llm":  # the model's prose was streamed; what the tools established follows
                     from rlmedic.agent.grounding import grounded_text
 
                     typer.echo("")
                     grounded = grounded_text(event.answer)
                     if grounded:
                         typer.echo(grounded)
+                else:  # the offline answer streamed whole: it already holds every grounded part
+                    typer.echo("")
             elif json_out:
                 continue
             elif isinstance(event, Notice):
