@@ -190,3 +190,26 @@ def test_through_ask_offline() -> None:
     assert "Watchdog" in answer or "watchdog" in answer
     assert "on rank 3" in answer and "ranks 0-2,4-7" in answer
     assert "SGLang generation" not in answer
+
+
+def test_the_rank_that_did_not_time_out_is_named(tmp_path: Path) -> None:
+    """Ranks 0, 1 and 3 time out in an all-reduce; rank 2 says nothing: it is the one they waited for."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for r in range(4):
+        lines = ["2026-11-26 11:00:00,000 INFO step 5: loss=0.1"]
+        if r != 2:
+            lines.append(WATCHDOG.format(r=r, md="1126", hms="11:30:00", op="ALLREDUCE"))
+        (folder / f"rank{r}.log").write_text("\n".join(lines) + "\n")
+    root = _diag(folder).root_finding
+    assert root is not None and root.evidence["ranks"] == [0, 1, 3]
+    assert root.evidence["silent_ranks"] == [2] and "Rank 2 reported no timeout" in root.summary
+    # every rank timed out: nobody is singled out
+    (folder / "rank2.log").write_text(WATCHDOG.format(r=2, md="1126", hms="11:30:00", op="ALLREDUCE") + "\n")
+    root = _diag(folder).root_finding
+    assert root is not None and "silent_ranks" not in root.evidence and "reported no timeout" not in root.summary
+
+
+def test_ranks_that_failed_otherwise_are_not_silent() -> None:
+    root = _diag(RANKS).root_finding
+    assert root is not None and "silent_ranks" not in root.evidence

@@ -24,7 +24,7 @@ from rlmedic.errors import UserError
 from rlmedic.tools.logs.signatures import PHASES
 
 TABLE_PATH = Path(__file__).parent / "causality.yaml"
-_TOP_KEYS = {"version", "effects", "rules", "collectives"}
+_TOP_KEYS = {"version", "effects", "rules", "collectives", "waiting"}
 _EFFECT_KEYS = {"id", "signatures", "text"}
 _RULE_KEYS = {"id", "effect", "cause", "elsewhere", "within_s", "explain"}
 _CAUSE_KEYS = {"signatures", "roles"}
@@ -68,6 +68,20 @@ class Table:
     effects: dict[str, Effect]
     rules: tuple[Rule, ...]
     collectives: tuple[Collective, ...]
+    waiting: frozenset[str] = frozenset()
+    waiting_explain: str = ""
+
+    def silent_ranks(self, sig: str, reported: set[int], run_ranks: set[int]) -> str:
+        """The sentence naming the ranks that did not report a timeout the others did, or ''."""
+        if sig not in self.waiting or not reported or not self.waiting_explain:
+            return ""
+        silent = sorted(run_ranks - reported)
+        if not silent or len(silent) >= len(run_ranks | reported):
+            return ""
+        one = len(silent) == 1
+        names = f"rank {silent[0]}" if one else "ranks " + ", ".join(map(str, silent[:8])) + (", ..." if len(silent) > 8 else "")
+        return (self.waiting_explain.replace("{silent}", names[0].upper() + names[1:])
+                .replace("{them}", "it" if one else "them").replace("{its}", "its" if one else "their"))
 
     def collective_phase(self, op: str, phase: str, context: str) -> str:
         """The phase a collective named ``op`` ran in, given the phase the lines around it suggested."""
@@ -187,7 +201,10 @@ def parse_table(data: Any, where: str = "causality.yaml", known_signatures: set[
             raise UserError(f"{here}: replaces names unknown phase(s) {', '.join(bad)}")
         unless = _regexes(raw.get("unless"), here, "unless")
         collectives.append(Collective(ops, raw["phase"], replaces, unless[0] if unless else None))
-    return Table(effects, tuple(rules), tuple(collectives))
+    waiting = _check_keys(data.get("waiting") or {}, {"signatures", "explain"}, f"{where} waiting")
+    wait_sigs = frozenset(_strings(waiting.get("signatures"), f"{where} waiting", "signatures"))
+    _known(wait_sigs, known_signatures, f"{where} waiting")
+    return Table(effects, tuple(rules), tuple(collectives), wait_sigs, " ".join(str(waiting.get("explain") or "").split()))
 
 
 def _known(sigs: set[str] | frozenset[str], known: set[str] | None, where: str) -> None:

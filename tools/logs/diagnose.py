@@ -736,6 +736,8 @@ class _Builder:
             drafts.append(self._no_recover(step, far))
         self._shadow(drafts)
         findings, root = self._order(drafts)
+        if root is not None:
+            self._note_silent(findings[root], findings)
         stats: dict[str, Any] = {
             "last_step": step,
             "clean_shutdown": finished,
@@ -827,6 +829,25 @@ class _Builder:
         for d in cascades:
             d.finding.root = 0
         return [d.finding for d in ordered], 0
+
+    def _note_silent(self, root: Finding, findings: list[Finding]) -> None:
+        """A timeout every rank but some reported: name the silent ranks, the ones the others waited for."""
+        reported = set(root.evidence.get("ranks") or [])
+        run_ranks = {int(m.group(1)) for f in self.result.files if (m := _FILE_RANK.search(os.path.basename(f.name)))}
+        if len(run_ranks) < 2:  # ranks named in the lines count only in a run whose files are not per rank
+            run_ranks |= {r for f in findings for r in f.evidence.get("ranks") or []}
+        others: set[int] = set()  # ranks that reported a failure of their own are not silent
+        for f in findings:
+            if f is root or severity_rank(f.severity) > severity_rank("error"):
+                continue
+            others |= set(f.evidence.get("ranks") or [])
+            for name in [f.file, *(f.evidence.get("files") or [])]:
+                if m := _FILE_RANK.search(os.path.basename(name or "")):
+                    others.add(int(m.group(1)))
+        sentence = causal_table().silent_ranks(str(root.evidence.get("signature", root.id)), reported, run_ranks - others)
+        if sentence:
+            root.summary = f"{root.summary.rstrip('. ')}. {sentence}"
+            root.evidence["silent_ranks"] = sorted(run_ranks - others - reported)
 
     @staticmethod
     def _note_explained(root: _Draft, explained: list[tuple[_Draft, Any]]) -> None:
