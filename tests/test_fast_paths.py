@@ -52,7 +52,7 @@ def test_the_disk_cached_catalog_equals_a_fresh_parse(tmp_path: Path) -> None:
     cached = signatures.builtin_catalog()  # read back from the entry
     fresh = signatures.load_catalog()
     assert cached is not first
-    assert pickle.dumps(cached) == pickle.dumps(fresh)
+    assert cached == fresh  # dataclass equality: every field, patterns by source
     assert [s.id for s in cached.signatures] == [s.id for s in fresh.signatures]
     for a, b in zip(cached.signatures, fresh.signatures):
         assert [p.pattern for p in a.patterns] == [p.pattern for p in b.patterns]
@@ -151,3 +151,27 @@ def test_the_gzip_ratio_cap_is_configurable_and_checked(monkeypatch: pytest.Monk
     monkeypatch.setattr(scan, "GZIP_RATIO_GRACE", 1 << 20)
     stats = diagnose([_bomb(tmp_path / "b.log.gz", 64)], confinement=ANYWHERE).to_dict()["stats"]
     assert stats["bytes"] > 60 << 20 and not stats["partial"]  # under a 5000:1 cap the whole thing is read
+
+
+def test_counting_repeated_hits_without_building_them_changes_nothing(tmp_path: Path, monkeypatch) -> None:
+    """A warning on every tenth line: beyond the detailed hits only the count and the last one are kept."""
+    from rlmedic.tools.logs.scan import Scanner
+
+    lines = []
+    for i in range(3000):
+        if i % 10 == 3:
+            lines.append(f"[2025-11-22 10:{i // 60 % 60:02d}:{i % 60:02d} TP{i % 4}] KV cache pool is full. Retract requests. "
+                         f"#retracted_reqs: {i % 7}, #new_token_ratio: 0.{i % 9} -> 1.0000")
+        elif i % 10 == 6:
+            lines.append(f"(raylet) [2025-11-22 10:00:{i % 60:02d}] Warning: CUDA out of memory. Tried to allocate 2.00 GiB "
+                         f"[repeated {i % 5}x across cluster]")
+        else:
+            lines.append(f"[2025-11-22 10:00:00] Decode batch. #running-req: {i % 256}, #token: {i * 7}, gen throughput 812.3")
+    lines.append("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB. GPU 3 has a total capacity of 79 GiB")
+    log = tmp_path / "warnings.log"
+    log.write_text("\n".join(lines) + "\n")
+    fast = _run(log)
+    monkeypatch.setattr(Scanner, "_count_only", lambda self, *a: False)
+    assert _run(log) == fast
+    summaries = " ".join(f["summary"] for f in fast["findings"])
+    assert "(x300)" in summaries, summaries  # every retraction counted, though only 20 were built

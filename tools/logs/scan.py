@@ -214,6 +214,8 @@ class HitGroup:
     count: int = 0
     detailed: list[Hit] = field(default_factory=list)
     last: Hit | None = None
+    #: (signature, line number, line, file name) of a last hit not built yet (see Scanner._count_only)
+    pending: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -745,6 +747,8 @@ class Scanner:
         self.groups: dict[tuple[str, int, str, str], HitGroup] = {}
         self._phased: dict[tuple[str, int], int] = {}
         self._last_phase: dict[tuple[str, int], str] = {}
+        repeated = catalog.common_extract.get("repeated")
+        self._repeated = {"repeated": repeated} if repeated else {}
         self.bytes_read = 0
         self.truncated = False
 
@@ -773,6 +777,7 @@ class Scanner:
                 skipped.append({"file": src.name, "reason": "binary file"})
                 continue
             files.append(info)
+        self._finish()
         return ScanResult(files, self.groups, self.engine.name, skipped, self.bytes_read, self.truncated)
 
     # -- the loop ----------------------------------------------------------------
@@ -939,7 +944,8 @@ class Scanner:
             ids.discard("#metric")
         if not ids:
             return
-        cands = sorted((self.catalog.by_id[s] for s in ids), key=lambda s: s.order)
+        by_id = self.catalog.by_id
+        cands = [by_id[s] for s in ids] if len(ids) == 1 else sorted((by_id[s] for s in ids), key=lambda s: s.order)
         ctx: tuple[list[str], list[str]] | None = None
         for sig in cands:
             if not sig.match(full):
@@ -960,6 +966,8 @@ class Scanner:
     def _record(
         self, sig: Signature, buf: bytearray, ls: int, le: int, filled: int, line_no: int, text: str, info: FileInfo
     ) -> None:
+        if self._count_only(sig, line_no, text, info):
+            return
         numbers = extract_numbers(text, self.catalog.common_extract)
         numbers.update(extract_numbers(text, sig.extract))
         text = shown_line(text, sig)  # from here on, the evidence shown (a long line cut around its match)
@@ -1017,6 +1025,49 @@ class Scanner:
         else:
             hit.ts = parse_timestamp(text, NO_YEAR)
         grp.last = hit
+        grp.pending = None
+
+    def _count_only(self, sig: Signature, line_no: int, full: str, info: FileInfo) -> bool:
+        """Count a hit whose group already holds its detailed hits; build its :class:`Hit` only if it stays last.
+
+        A warning printed on every tenth line (SGLang's KV-cache retractions) is recorded
+        thousands of times, and only the count and the last one are kept: extracting
+        numbers and parsing the timestamp of each would cost more than the scan itself.
+        :meth:`_finish` builds the last one exactly as :meth:`_record` would have.
+        Signatures grouped by an extracted value, or extracting ``repeated`` themselves,
+        take the full path.
+        """
+        if sig.group_by or "repeated" in sig.extract:
+            return False
+        if sig.phase == "context":
+            pkey = (sig.id, info.index)
+            if self._phased.get(pkey, 0) < PHASED_PER_KEY:
+                return False
+            phase = self._last_phase.get(pkey, "")
+        else:
+            phase = sig.phase
+        grp = self.groups.get((sig.id, info.index, "", phase))
+        if grp is None or len(grp.detailed) < DETAILED_PER_KEY:
+            return False
+        repeated = extract_numbers(full, self._repeated).get("repeated") if self._repeated else None
+        grp.count += int(repeated) + 1 if isinstance(repeated, int) else 1
+        grp.pending = (sig, line_no, full, info.name)
+        return True
+
+    def _finish(self) -> None:
+        """Build the last hit of each group that :meth:`_count_only` left as a line."""
+        for grp in self.groups.values():
+            if grp.pending is None:
+                continue
+            sig, line_no, full, name = grp.pending
+            numbers = extract_numbers(full, self.catalog.common_extract)
+            numbers.update(extract_numbers(full, sig.extract))
+            text = shown_line(full, sig)
+            grp.last = Hit(
+                sig=sig.id, file=name, file_index=grp.file_index, line=line_no, text=text, phase=grp.phase,
+                group="", numbers=numbers, process=process_key(text), ts=parse_timestamp(text, NO_YEAR),
+            )
+            grp.pending = None
 
     def _note_frameworks(self, info: FileInfo, lines: list[str]) -> None:
         for name, n in detect_frameworks(self.catalog, "\n".join(lines)).items():
