@@ -37,6 +37,7 @@ class Case:
     expected_cause: str = ""
     expected_fix: str = ""
     attachments: list[Path] = field(default_factory=list)
+    split: str = ""  # "dev" or "heldout" for collected cases: report them side by side, tune on dev only
 
 
 #: How an answer names each category in words: every group must match (case-insensitive).
@@ -97,6 +98,7 @@ class Score:
     seconds: float
     engine: str
     notices: list[str] = field(default_factory=list)
+    split: str = ""
     grounded_category_right: bool = False  # the tools' structured category
     grounded_mentioned: list[str] = field(default_factory=list)  # must-mention terms in the grounded part
 
@@ -124,20 +126,43 @@ class Report:
             "seconds": round(sum(s.seconds for s in self.scores), 2),
         }
 
+    def splits(self) -> dict[str, Report]:
+        """The report per case split (``dev``, ``heldout``), when the cases carry one."""
+        names = sorted({s.split for s in self.scores if s.split})
+        return {name: Report([s for s in self.scores if s.split == name]) for name in names}
+
     def summary(self) -> str:
+        parts = self.splits()
+        if len(parts) > 1:  # dev and held-out side by side: the gap is the generalisation figure
+            return "\n".join(f"{name:8s} {len(r.scores):4d} cases  {r.summary()}" for name, r in parts.items())
         t = self.totals()
         return (f"answer: category {t['category_right']}/{t['cases']}, must-mention {t['must_mention_share']:.0%}, "
                 f"cited {t['cited']}/{t['cases']}; tools: category {t['grounded_category_right']}/{t['cases']}, "
                 f"must-mention {t['grounded_must_mention_share']:.0%}; {t['tool_calls']} tool calls, {t['seconds']:.1f} s")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"totals": self.totals(),
+        return {"totals": self.totals(), "splits": {n: r.totals() for n, r in self.splits().items()},
                 "cases": [asdict(s) | {"mention_share": round(s.mention_share, 4)} for s in self.scores]}
 
 
-def load_cases(path: Path) -> list[Case]:
-    """Cases from a JSONL file, one case folder, or a folder of case folders."""
-    path = Path(path)
+def load_cases(path: Path, split: str = "") -> list[Case]:
+    """Cases from a JSONL file, a folder of JSONL files, one case folder, or a folder of case folders.
+
+    ``split`` keeps only the cases of that split (rows with ``"split": "dev"|"heldout"``).
+    """
+    cases = _load_cases(Path(path))
+    if split:
+        cases = [c for c in cases if c.split == split]
+        if not cases:
+            raise UserError(f"{path}: no case with split {split!r}")
+    return cases
+
+
+def _load_cases(path: Path) -> list[Case]:
+    if path.is_dir() and not _is_case_folder(path) and not any(_is_case_folder(p) for p in path.iterdir()):
+        files = sorted(path.glob("*.jsonl"))
+        if files:
+            return [case for f in files for case in _load_cases(f)]
     if path.is_file():
         cases = []
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -186,6 +211,7 @@ def _case(row: dict[str, Any], case_id: str, attachments: list[Path]) -> Case:
         expected_cause=str(row.get("expected_cause") or expected.get("cause") or ""),
         expected_fix=str(row.get("expected_fix") or expected.get("fix") or ""),
         attachments=attachments,
+        split=str(row.get("split") or ""),
     )
 
 
@@ -206,6 +232,7 @@ def score(case: Case, answer: Any, seconds: float) -> Score:
         mentioned=mentioned, missed=[t for t in case.must_mention if t not in mentioned],
         cited=refers_to_citation(answer.answer, list(answer.citations)), tool_calls=len(answer.tool_calls),
         seconds=round(seconds, 3), engine=answer.engine, notices=list(answer.notices),
+        split=case.split,
         grounded_category_right=bool(case.category) and answer.category == case.category,
         grounded_mentioned=[t for t in case.must_mention if t.lower() in grounded],
     )

@@ -138,3 +138,22 @@ def test_eval_scores_the_model_answer_not_the_tools(tmp_path: Path) -> None:
     assert score["engine"] == "llm"
     assert not score["category_right"] and not score["cited"] and score["mention_share"] == 0
     assert score["grounded_category_right"] and score["grounded_mentioned"]  # the tools did find it
+
+
+def test_eval_reports_dev_and_heldout_side_by_side(tmp_path: Path) -> None:
+    folder = tmp_path / "cases"
+    folder.mkdir()
+    rows = [{"id": "a", "user_input": "torch.OutOfMemoryError: CUDA out of memory during actor training", "category": "oom_training",
+             "must_mention": ["max_tokens_per_mb"], "split": "dev"},
+            {"id": "b", "user_input": "NCCL watchdog timeout in all_reduce", "category": "nccl_timeout",
+             "must_mention": ["no-such-term"], "split": "heldout"}]
+    (folder / "one.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    (folder / "two.jsonl").write_text(json.dumps(rows[1]) + "\n")
+    result = runner.invoke(app, ["eval", str(folder), "--offline"])
+    assert result.exit_code == 0, result.output
+    last = result.stdout.strip().splitlines()[-2:]
+    assert last[0].startswith("dev ") and last[1].startswith("heldout ") and "must-mention 0%" in last[1]
+    only = runner.invoke(app, ["eval", str(folder), "--offline", "--split", "heldout", "--json"])
+    assert [c["id"] for c in json.loads(only.stdout)["cases"]] == ["b"]
+    bad = runner.invoke(app, ["eval", str(folder), "--offline", "--split", "test"])
+    assert bad.exit_code == 2 and "no case with split 'test'" in bad.output

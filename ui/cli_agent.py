@@ -123,7 +123,8 @@ def serve_model(
 
 
 def eval_cases(
-    cases: Path = typer.Argument(..., metavar="CASES", help="A JSONL file of cases or a folder of case folders."),
+    cases: Path = typer.Argument(..., metavar="CASES", help="A JSONL file of cases, a folder of JSONL files, or a folder of case folders."),
+    split: Optional[str] = typer.Option(None, "--split", metavar="NAME", help="Only cases of this split (dev or heldout); without it, splits are reported side by side."),
     offline: bool = typer.Option(False, "--offline", help="Evaluate the offline engine."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help=BASE_URL_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="Model name on the server."),
@@ -142,7 +143,7 @@ def eval_cases(
     config = None if offline else LLMConfig.resolve(base_url=base_url, model=model)
     from rlmedic.ui.cli_knowledge import existing_index_dir
 
-    report = evaluate(load_cases(cases), offline=offline, config=config, kb=KnowledgeBase(existing_index_dir(index_dir)),
+    report = evaluate(load_cases(cases, split or ""), offline=offline, config=config, kb=KnowledgeBase(existing_index_dir(index_dir)),
                       record=record)
     if json_out:
         print_json(report.to_dict())
