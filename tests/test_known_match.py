@@ -117,6 +117,11 @@ def test_a_huge_log_is_matched_quickly(pack: Pack) -> None:
 
     noise = "".join(f"[2025-05-02 11:{i // 60 % 60:02d}:{i % 60:02d}] INFO step {i} loss 0.{i % 97} reward 0.5\n"
                     for i in range(60_000))
+    flush = FLUSH_LOG.replace("sglang==0.4.6 ", "")
     start = time.perf_counter()
-    top = match([noise + FLUSH_LOG], pack=pack)[0]
+    top = match(["launching: sglang==0.4.6\n" + noise + flush], pack=pack)[0]
     assert top.record.id == "fx-engine-flush-cache-busy" and time.perf_counter() - start < 5.0
+    assert top.version_status == "affected" and top.yours == "0.4.6"  # the banner at the head of the log still counts
+    # a regex whose line sits in the middle of the noise is still found (hinted lines are kept with context)
+    middle = noise[: len(noise) // 2] + "WARN Worker http://10.0.0.9:30000 is unhealthy after 3 consecutive failed health checks\n"
+    assert match([middle + noise[len(noise) // 2:]], pack=pack)[0].how == "regex"

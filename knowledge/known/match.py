@@ -115,13 +115,18 @@ class _Index:
         for k, _ in self.errors:
             starts.append(starts[-1] + len(k) + 1)
         self.shared: dict[str, int] = {}
+        by_key: dict[str, set[int]] = {}
         for key, i in self.errors:
-            owners = {i}
+            by_key.setdefault(key, set()).add(i)
+        for key in by_key:
+            owners = set(by_key[key])
             at = blob.find(key)
             while at >= 0:
                 owners.add(self.errors[bisect.bisect_right(starts, at) - 1][1])
                 at = blob.find(key, at + 1)
-            owners |= {j for k, j in self.errors if j not in owners and k in key and len(k) >= MIN_SUBSTRING}
+            for other, records in by_key.items():
+                if len(other) >= MIN_SUBSTRING and other in key:
+                    owners |= records
             self.shared[key] = len(owners)
         self.exceptions: dict[str, list[int]] = {}
         for i, r in enumerate(self.records):
@@ -237,8 +242,9 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     pack = load() if pack is None else pack
     idx = _index(pack)
     lines = _Lines([*texts, question])
+    views = [_regex_view(t) for t in texts]  # head, tail and hinted lines of a big log
     if versions is None:
-        versions = read_versions(question, *texts)
+        versions = read_versions(question, *views)
     wanted = set(frameworks) | set(detect_frameworks(question, *texts))
     found: dict[str, KnownMatch] = {}
 
@@ -264,8 +270,8 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
             continue
         offer(record, "exact", line, score)
         found[record.id].shared = shared
-    # 2. regexes (raw text: a pattern may span lines)
-    bounded = [t[-MAX_REGEX_CHARS:] for t in (*texts, question)]
+    # 2. regexes (raw text: a pattern may span lines), over the parts of a log that can hold a failure
+    bounded = views + [question[-MAX_REGEX_CHARS:]]
     for record in idx.records:
         if record.id in found:
             continue
@@ -289,13 +295,14 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     from rlmedic.knowledge.threads import error_lines
 
     # the error lines first (a search query is cut), then the question's words
-    errors = list(dict.fromkeys(line for t in (*texts, question) for line in error_lines(t)))
+    errors = list(dict.fromkeys(line for t in (*views, question) for line in error_lines(t)))
     query = "\n".join([*errors, question])
     sims = idx.similarity(query)
+    best_line = errors[0] if errors else " ".join(question.split())[:200]
     for i, sim in sims.items():
         record = idx.records[i]
         if record.id not in found:
-            offer(record, "similar", _best_line(texts, question), SIM_WEIGHT * sim)
+            offer(record, "similar", best_line, SIM_WEIGHT * sim)
         else:
             found[record.id].score += SIM_WEIGHT * sim
     if kb is not None:
@@ -312,21 +319,62 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     return out[:k]
 
 
+#: Lines worth a regex: errors, warnings, NaN, hangs, kills, mismatches (a regex over every INFO line of a
+#: 2 MB log costs ~0.1 s, times hundreds of records). Plain words found with str.find: C speed.
+HINT_WORDS = (
+    "error", "exception", "warn", "fail", "fatal", "assert", "traceback", "nan", "hang", "stuck", "timeout",
+    "timed out", "killed", "oom", "out of memory", "mismatch", "diverg", "not found", "no such", "refused", "reset",
+    "abort", "segfault", "segmentation", "core dumped", "no module", "cannot import", "cannot", "can't", "unable",
+    "unexpected", "must be", "should be", "not supported", "not divisible", "not equal", "not compatible",
+    "deprecated", "version", "unhealthy", "deadlock", "invalid", "illegal", "exit code",
+)
+VIEW_CONTEXT = 3
+VIEW_HEAD = 200
+VIEW_TAIL = 400
+
+
+def _regex_view(text: str) -> str:
+    """The lines a regex is run on: the head (banners), the tail, and every hinted line with a little context."""
+    if len(text) <= 200_000:
+        return text
+    text = text[-MAX_TEXT_CHARS:]
+    newlines = _newlines(text)
+    n = len(newlines) + 1
+    keep = set(range(min(VIEW_HEAD, n))) | set(range(max(0, n - VIEW_TAIL), n))
+    low = text.lower()
+    hinted: set[int] = set()
+    for word in HINT_WORDS:
+        at = low.find(word)
+        while at >= 0:
+            line = bisect.bisect_left(newlines, at)
+            hinted.add(line)
+            # skip to the next line: one hit per line is enough
+            at = low.find(word, newlines[line] + 1) if line < len(newlines) else -1
+    for i in hinted:
+        keep.update(range(max(0, i - VIEW_CONTEXT), min(n, i + VIEW_CONTEXT + 1)))
+    lines = text.split("\n")
+    view, last = [], -2
+    for i in sorted(keep):
+        if i != last + 1:
+            view.append("...")
+        view.append(lines[i])
+        last = i
+    return "\n".join(view)[-MAX_REGEX_CHARS:]
+
+
+def _newlines(text: str) -> list[int]:
+    out, at = [], text.find("\n")
+    while at >= 0:
+        out.append(at)
+        at = text.find("\n", at + 1)
+    return out
+
+
 def _line_at(m: re.Match[str]) -> str:
     text = m.string
     start = text.rfind("\n", 0, m.start()) + 1
     end = text.find("\n", m.start())
     return text[start: end if end >= 0 else len(text)].strip()
-
-
-def _best_line(texts: Sequence[str], question: str) -> str:
-    from rlmedic.knowledge.threads import error_lines
-
-    for text in texts:
-        lines = error_lines(text, limit=1)
-        if lines:
-            return lines[0]
-    return " ".join(question.split())[:200]
 
 
 def _exceptions(texts: Sequence[str]) -> list[tuple[str, str, str]]:
