@@ -70,9 +70,13 @@ class Alert:
     recovery: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     severity: str = "error"
+    #: "Known issue owner/repo#N, fixed in ...: upgrade ..." when a known-issue record matches the window
+    known: str = ""
 
     def text(self) -> str:
         lines = [f":rotating_light: rlmedic watch: {self.title}", self.summary]
+        if self.known:
+            lines.append(self.known)
         if self.evidence:
             lines.append(f"Evidence: {self.evidence}")
         if self.fixes:
@@ -126,6 +130,21 @@ class _FileWindow:
             return rel_line, ""
         idx = min(max(rel_line - 1, 0), len(self.lines) - 1)
         return self.lines[idx]
+
+
+def _known_issue(window: _FileWindow) -> Any:
+    """The known-issue record the window's lines match for certain (exact string, regex, exception), or None."""
+    from rlmedic.knowledge.known import leading, match
+
+    try:
+        found = leading(match([window.text(KNOWN_CHARS)[0]], k=3))
+    except Exception:  # noqa: BLE001 - an alert must go out even if the records cannot be read
+        return None
+    return found[0] if found else None
+
+
+#: Characters of a failed file's window matched against the known-issue records.
+KNOWN_CHARS = 256 << 10
 
 
 def _kind(finding: Any) -> str:
@@ -275,11 +294,17 @@ class Watcher:
         evidence = f"{window.path}:{line}: {text.strip()[:300]}" if text else f"{window.path}:{line}"
         if str(finding.evidence.get("signature", "")).startswith("metric:") and finding.evidence.get("excerpt"):
             evidence += f"\n  {finding.evidence['excerpt']}"
+        fixes = [str(f) for f in finding.fixes[:3]]
+        sources = [str(c) for c in finding.citations if c.kind != "log"]
+        known = _known_issue(window) if kind == "failure" else None
+        if known is not None:
+            fixes = [str(f) for f in known.fixes[:2]] + fixes
+            sources = [f"{known.record.source} <{known.record.source_url}>"] + sources
         return Alert(
             key=key, kind=kind, title=f"{titles.get(kind, kind)} ({finding.id}, {finding.category})",
             summary=finding.summary, file=str(window.path), line=line, evidence=evidence,
-            fixes=[str(f) for f in finding.fixes[:3]], recovery=self._recovery() if kind in ("failure", "nan", "zero_reward") else [],
-            sources=[str(c) for c in finding.citations if c.kind != "log"], severity=finding.severity,
+            fixes=fixes, recovery=self._recovery() if kind in ("failure", "nan", "zero_reward") else [],
+            sources=sources, severity=finding.severity, known=known.advice if known is not None else "",
         )
 
     def _stall(self) -> list[Alert]:

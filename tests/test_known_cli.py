@@ -133,3 +133,36 @@ def test_env_imports_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_a_watch_alert_names_the_known_issue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlmedic.agent.watch import Watcher, WatchOptions
+
+    monkeypatch.setenv("RLMEDIC_KNOWN_ISSUES", str(PACK))
+    log = tmp_path / "engine.log"
+    log.write_text("[2025-05-02 11:00:00] INFO step 1 loss 0.3\n")
+    watcher = Watcher([str(tmp_path)], WatchOptions(stall_minutes=0))
+    assert watcher.tick() == []
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(LOG)
+    alerts = [a for a in watcher.tick() if a.kind == "failure"]
+    assert alerts, "the assertion is a failure"
+    alert = alerts[0]
+    assert alert.known.startswith("Known issue fixture-org/sglang#1990, fixed in sglang 0.4.6.post1")
+    text = alert.text()
+    assert text.splitlines()[2] == alert.known  # right under the title and summary
+    assert "Fix: set rollout.pause_before_update to True" in text
+    assert "fixture-org/sglang#1990 <https://github.com/fixture-org/sglang/issues/1990>" in text
+
+
+def test_the_search_tool_agents_call_names_the_known_issue(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the tool the MCP server and the LLM agent call: its text form is what they read
+    from rlmedic.registry import REGISTRY
+    from rlmedic.ui.cli import tool_context
+
+    monkeypatch.setenv("RLMEDIC_KNOWN_ISSUES", str(PACK))
+    result = REGISTRY.call("search_docs", {"query": "RuntimeError: Could not find nvcc and default cuda_home", "k": 2},
+                           tool_context([]))
+    assert result.ok, result.error
+    assert result.text.startswith("[1] fixture-org/flashinfer#700: FlashInfer JIT compile fails")
+    assert "Known issue fixture-org/flashinfer#700, fixed in flashinfer 0.2.3: upgrade" in result.text
