@@ -102,6 +102,12 @@ def test_the_type_is_not_repeated() -> None:
          "checkpoint_recovery", "weights-not-loaded"),
         # type x message words: a data field
         (_tb((USER, "collate", 'x = s["completion_ids"]'), exc="KeyError: 'completion_ids'"), "data_format", "data-field-missing"),
+        # type x frame package: two packages of different versions
+        (_tb(("/usr/lib/python3/site-packages/transformers/modeling_utils.py", "from_pretrained", "model = cls(config, **kw)"),
+             exc="TypeError: __init__() got an unexpected keyword argument 'rope_scaling_type'"), "install_env", "version-mismatch"),
+        # hand-trimmed frames ("... in f") and the phase the lines around say: during the weight update
+        ("step 12: update_weights: sending 291 tensors to the inference engine\n  ... in quantize_params\nKeyError: 'fmt'\n",
+         "weight_sync", "failed-during-weight-update"),
         # frames without line numbers, as people trim them when they paste
         ('  File ".../vllm_rollout.py", in update_weights\n  File ".../utils.py", in load_weights\n'
          "ValueError: too many values to unpack (expected 2)\n", "weight_sync", "weight-name-mismatch"),

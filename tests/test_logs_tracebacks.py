@@ -25,7 +25,7 @@ from rlmedic.tools.logs.tracebacks import Frame, builtin_rules, classify, parse_
 TB = FIXTURES / "logs" / "tracebacks"
 
 CASES = {
-    "version-mismatch.log": ("version-mismatch", "install_env", "install-version-mismatch"),
+    "version-mismatch.log": ("model-type-unknown", "install_env", "install-version-mismatch"),  # a literal signature wins
     "native-library-mismatch.log": ("import-error", "install_env", "install-version-mismatch"),  # a literal signature wins
     "config-validation.log": ("config-validation", "config_constraint", "config-validation-error"),
     "reward-function-error.log": ("reward-function-error", "data_format", "reward-function-errors"),

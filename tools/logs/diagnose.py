@@ -408,7 +408,7 @@ class _Builder:
             tb = read_traceback(first.text, [t for _n, t in first.before])
             said = quote(tb) if tb else None
         if sig.id == "python-exception":  # no literal signature knew the line: classify its traceback
-            rule = classify(tb) if tb else None
+            rule = classify(tb, phase=phase) if tb else None
             if rule is not None:
                 fid, role, title, explain = rule.id, rule.role, rule.title, rule.explain
                 card_id, category = rule.card, rule.category

@@ -25,7 +25,7 @@ import yaml
 
 from rlmedic.errors import UserError
 from rlmedic.tools.logs.scan import process_key
-from rlmedic.tools.logs.signatures import ROLE_RANK
+from rlmedic.tools.logs.signatures import PHASES, ROLE_RANK
 from rlmedic.types import CATEGORIES
 
 TABLE_PATH = Path(__file__).parent / "tracebacks.yaml"
@@ -33,9 +33,14 @@ DEEPEST = 8  # frames nearest the exception that a rule's `frames` are matched a
 
 _PREFIX = re.compile(r"^\(\w[\w:./-]*(?: pid=\d+)?[^)]*\)\s?")
 _FRAME = re.compile(r'File "([^"]+)"(?:, line (\d+))?,? (?:\.\.\., )?in (\S+)')
+#: frames people trim by hand: "  ... in train_one_step", "  pkg/mod.py:func -> next_call(...)"
+_LOOSE_FRAMES = (
+    re.compile(r'^\s*(\.\.\.)()\s+in\s+(\w+)\s*$'),
+    re.compile(r'^\s*((?:[\w.-]+/)*[\w.-]+\.py):()(\w+)\b(?:\s*(?:->|$))'),
+)
 _EXC = re.compile(r"((?:[A-Za-z_]\w*\.)*[A-Z]?\w*(?:Error|Exception))(?:\([\w.]+\))?(?:: (.*)|\s*)$")
 _PACKAGE = re.compile(r"(?:site|dist)-packages/([A-Za-z_]\w*)")
-_RULE_KEYS = {"id", "title", "category", "card", "role", "types", "message", "frames", "packages", "explain"}
+_RULE_KEYS = {"id", "title", "category", "card", "role", "types", "message", "frames", "packages", "phases", "explain"}
 _QUOTE_KEYS = {"id", "types", "message", "say", "fix"}
 _ASSERT = re.compile(r"^assert\s+(.+?)(?:\s*,\s*(.+))?$")
 _NAME = re.compile(r"\b[A-Za-z_][\w.]*\b")
@@ -116,7 +121,7 @@ def _frames(before: list[str], me: str, *, strict: bool) -> list[Frame]:
         if strict and process_key(text) != me:
             continue
         text = _PREFIX.sub("", text, count=1)
-        fm = _FRAME.search(text)
+        fm = _FRAME.search(text) or next((m for rx in _LOOSE_FRAMES if (m := rx.match(text))), None)
         if fm:
             frames.append(Frame(fm.group(1), int(fm.group(2) or 0), fm.group(3), code))
             code = ""
@@ -143,8 +148,11 @@ class Rule:
     frames: list[re.Pattern[str]]
     packages: list[str]
     explain: str
+    phases: list[str] = field(default_factory=list)
 
-    def matches(self, tb: Traceback) -> bool:
+    def matches(self, tb: Traceback, phase: str = "") -> bool:
+        if self.phases and phase not in self.phases:
+            return False
         if self.types and tb.short_type not in self.types and tb.exc_type not in self.types:
             return False
         if self.message and not any(rx.search(tb.message) for rx in self.message):
@@ -171,8 +179,11 @@ def _rule(raw: Any, where: str) -> Rule:
         raise UserError(f"{where}: category {raw['category']!r} is not in the vocabulary")
     if raw["role"] not in ROLE_RANK or raw["role"] == "marker":
         raise UserError(f"{where}: role {raw['role']!r} must be one of cause, crash, cascade, symptom, wrapper")
-    if not any(raw.get(k) for k in ("types", "message", "frames", "packages")):
-        raise UserError(f"{where}: a rule needs at least one of types, message, frames, packages")
+    if not any(raw.get(k) for k in ("types", "message", "frames", "packages", "phases")):
+        raise UserError(f"{where}: a rule needs at least one of types, message, frames, packages, phases")
+    bad_phases = sorted(set(raw.get("phases") or []) - set(PHASES))
+    if bad_phases:
+        raise UserError(f"{where}: unknown phase(s) {', '.join(bad_phases)}")
 
     def rx(key: str) -> list[re.Pattern[str]]:
         value = raw.get(key) or []
@@ -192,6 +203,7 @@ def _rule(raw: Any, where: str) -> Rule:
         frames=rx("frames"),
         packages=[str(p) for p in raw.get("packages") or []],
         explain=" ".join(str(raw.get("explain") or "").split()),
+        phases=[str(p) for p in raw.get("phases") or []],
     )
 
 
@@ -328,9 +340,9 @@ def builtin_rules() -> tuple[Rule, ...]:
     return tuple(parse_table(data, str(TABLE_PATH)))
 
 
-def classify(tb: Traceback, rules: tuple[Rule, ...] | list[Rule] | None = None) -> Rule | None:
-    """The first rule of the table that fits the traceback, or None."""
+def classify(tb: Traceback, rules: tuple[Rule, ...] | list[Rule] | None = None, phase: str = "") -> Rule | None:
+    """The first rule of the table that fits the traceback (and the phase the lines around it suggest), or None."""
     for rule in builtin_rules() if rules is None else rules:
-        if rule.matches(tb):
+        if rule.matches(tb, phase):
             return rule
     return None
