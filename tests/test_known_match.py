@@ -43,6 +43,11 @@ def test_numbers_case_and_spacing_do_not_hide_an_exact_match(pack: Pack) -> None
     assert match([line], pack=pack)[0].how == "exact"
 
 
+def test_an_error_string_matches_whole_words_only(pack: Pack) -> None:
+    longer = "AssertionError: flush_cache failed: there are still running requests_pending_v2"
+    assert all(m.how != "exact" for m in match([longer], pack=pack))
+
+
 def test_a_record_fixed_in_the_users_version_is_demoted_and_says_so(pack: Pack) -> None:
     affected = match([FLUSH_LOG], pack=pack)[0]
     fixed = match([FLUSH_LOG.replace("sglang==0.4.6 ", "sglang==0.4.7 ")], pack=pack)[0]

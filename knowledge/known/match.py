@@ -37,6 +37,14 @@ SIM_WEIGHT = 0.3
 GENERIC_PENALTY = 0.3
 #: Each further error string of the same record found in the user's lines.
 EXTRA_STRING = 0.05
+#: The exception stage: shared message words (at least), their share of the message's words (at least),
+#: and the share that lets an exception match lead an answer.
+EXC_MIN_WORDS = 3
+EXC_MIN_OVERLAP = 0.4
+EXC_LEAD_OVERLAP = 0.6
+#: An exception type more records than this claim is common (ValueError): leading then takes this overlap.
+EXC_COMMON_TYPE = 3
+EXC_COMMON_LEAD_OVERLAP = 0.85
 #: A match on a string at most this many records share may lead an answer.
 MAX_SHARED_TO_LEAD = 2
 FRAMEWORK_BOOST = 0.08
@@ -54,7 +62,12 @@ HOWS = ("exact", "regex", "exception", "similar")
 _EXC_LINE = re.compile(r"(?m)^[^\S\n]*(?:[\w.]+:\s+)?((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure))"
                        r"(?::[^\S\n]*(.*))?$")
 _WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
+
+
+def _IDENT(ch: str) -> bool:  # noqa: N802 - reads like a character class
+    return ch.isalnum() or ch == "_" or ch == "#"
 _STOP = frozenset("the and for with was not are but this that from has have had into its when while can cannot you your "
+                  "than then got get set use used using only more most less all any some one two "
                   "error errors exception failed fails failure runtimeerror valueerror file line lines".split())
 _FRAMEWORK_WORDS = {
     "areal": ("areal", "realhf"), "slime": ("slime",), "verl": ("verl",), "sglang": ("sglang",), "vllm": ("vllm",),
@@ -205,13 +218,21 @@ class _Lines:
         self.blob = "\n".join(parts)
 
     def find(self, key: str) -> str | None:
+        """The original line whose normalised form contains ``key`` as whole words (``/update_weights`` is
+        not inside ``/update_weights_xccl``), or equals it when the key is short."""
         at = self.blob.find(key)
         while at >= 0:
             i = bisect.bisect_right(self.starts, at) - 1
-            if len(key) >= MIN_SUBSTRING or self.norms[i] == key:
+            if (len(key) >= MIN_SUBSTRING or self.norms[i] == key) and self._bounded(at, key):
                 return self.originals[i]
             at = self.blob.find(key, at + 1)
         return None
+
+    def _bounded(self, at: int, key: str) -> bool:
+        end = at + len(key)
+        before = self.blob[at - 1] if at > 0 else " "
+        after = self.blob[end] if end < len(self.blob) else " "
+        return not (_IDENT(key[0]) and _IDENT(before)) and not (_IDENT(key[-1]) and _IDENT(after))
 
 
 def detect_frameworks(*texts: str) -> tuple[str, ...]:
@@ -280,7 +301,7 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
             if m is not None:
                 offer(record, "regex", _line_at(m), BASE["regex"])
                 break
-    # 3. exception type + message words
+    # 3. exception type + message words: most of the message's words must be the record's too
     for exc, message, line in _exceptions(bounded):
         msg_words = set(_words(message))
         for i in idx.exceptions.get(_short_exc(exc), ()):
@@ -289,8 +310,14 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
                 continue
             shared = msg_words & idx.words[i]
             overlap = len(shared) / max(len(msg_words), 1)
-            if len(shared) >= 2 or (not msg_words):
-                offer(record, "exception", line, BASE["exception"] + 0.2 * overlap)
+            if len(shared) >= EXC_MIN_WORDS and overlap >= EXC_MIN_OVERLAP:
+                old = found.get(record.id)
+                offer(record, "exception", line, BASE["exception"] + 0.3 * overlap)
+                if old is None or found[record.id] is not old:
+                    # a common type (ValueError) needs almost all the words to single out one record
+                    common = len(idx.exceptions.get(_short_exc(exc), ())) > EXC_COMMON_TYPE
+                    lead = EXC_COMMON_LEAD_OVERLAP if common else EXC_LEAD_OVERLAP
+                    found[record.id].shared = 1 if overlap >= lead else 99
     # 4. similarity of the error lines and the question
     from rlmedic.knowledge.threads import error_lines
 
