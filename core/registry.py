@@ -110,6 +110,8 @@ class ToolResult:
     error: str = ""
     seconds: float = 0.0
     arguments: dict[str, Any] = field(default_factory=dict)
+    #: served from :mod:`rlmedic.toolcache` (same arguments, same file contents)
+    cached: bool = False
 
     def unwrap(self) -> Any:
         """The value, or the tool's error raised as a :class:`UserError` (for the CLI: one line, exit 2)."""
@@ -131,6 +133,8 @@ class Tool:
     description: str
     params: type  # a pydantic model of the parameters (ctx excluded)
     render: Callable[[Any], str] | None = None
+    #: the parameter naming the files the result depends on alone: results are cached by their content
+    cache_paths: str = ""
 
     @property
     def summary(self) -> str:
@@ -158,14 +162,17 @@ class Registry:
     # ------------------------------------------------------------------ registration
 
     def register(self, fn: Callable[..., Any], *, name: str | None = None,
-                 render: Callable[[Any], str] | None = None) -> Tool:
+                 render: Callable[[Any], str] | None = None, cache_paths: str = "") -> Tool:
         tool_name = name or fn.__name__
         if tool_name in self._tools:
             raise ValueError(f"tool {tool_name!r} is registered twice")
         description = inspect.cleandoc(fn.__doc__ or "")
         if not description:
             raise ValueError(f"tool {tool_name!r} needs a docstring: it is the description a model reads")
-        entry = Tool(name=tool_name, fn=fn, description=description, params=_params_model(fn, tool_name), render=render)
+        entry = Tool(name=tool_name, fn=fn, description=description, params=_params_model(fn, tool_name), render=render,
+                     cache_paths=cache_paths)
+        if cache_paths and cache_paths not in entry.params.model_fields:
+            raise ValueError(f"tool {tool_name!r}: cache_paths names no parameter {cache_paths!r}")
         self._tools[tool_name] = entry
         return entry
 
@@ -188,13 +195,15 @@ class Registry:
 
     # ------------------------------------------------------------------ calls
 
-    def call(self, name: str, arguments: dict[str, Any] | None, ctx: ToolContext, *, catch_bugs: bool = True) -> ToolResult:
+    def call(self, name: str, arguments: dict[str, Any] | None, ctx: ToolContext, *, catch_bugs: bool = True,
+             use_cache: bool = True) -> ToolResult:
         """Validate ``arguments``, run the tool inside ``ctx``, redact everything it returns.
 
         User errors (a path outside the roots, a missing file, bad arguments, an unknown
         tool) come back as ``ok=False`` with one readable line. With ``catch_bugs`` (the
         default, for models and servers) any other exception does too; the CLI passes
-        ``catch_bugs=False`` so a bug keeps its traceback.
+        ``catch_bugs=False`` so a bug keeps its traceback. ``use_cache=False`` skips the
+        content-keyed result cache (a one-shot command would only pay for hashing).
         """
         started = time.monotonic()
         arguments = dict(arguments or {})
@@ -208,6 +217,15 @@ class Registry:
         except Exception as exc:  # pydantic.ValidationError
             return ToolResult(name, False, error=redact(_validation_message(name, exc)), arguments=shown_args,
                               seconds=time.monotonic() - started)
+        cache_key = self._cache_key(entry, params, ctx) if use_cache else None
+        if cache_key:
+            from rlmedic.toolcache import TOOL_CACHE
+
+            hit = TOOL_CACHE.get(cache_key)
+            if hit is not None:
+                value, data, text = hit
+                return ToolResult(name, True, value=value, data=data, text=text, arguments=shown_args,
+                                  seconds=time.monotonic() - started, cached=True)
         try:
             ctx.check_time()
             value = entry.fn(ctx, **{k: getattr(params, k) for k in type(params).model_fields})
@@ -221,19 +239,42 @@ class Registry:
         value = redact_value(value)  # the result object itself, for renderers that take types
         data = redact_value(to_jsonable(value))
         text = bounded(redact(entry.render(value) if entry.render else _default_text(data)), ctx.max_text_chars)
+        if cache_key and self._cache_key(entry, params, ctx) == cache_key:  # the files did not change meanwhile
+            from rlmedic.toolcache import TOOL_CACHE
+
+            TOOL_CACHE.put(cache_key, value, data, text)
         return ToolResult(name, True, value=value, data=data, text=text, arguments=shown_args,
                           seconds=time.monotonic() - started)
+
+    @staticmethod
+    def _cache_key(entry: Tool, params: Any, ctx: ToolContext) -> str | None:
+        """The content-keyed cache entry of this call (see :mod:`rlmedic.toolcache`), or None: not cacheable."""
+        if not entry.cache_paths:
+            return None
+        from rlmedic.toolcache import TOOL_CACHE
+
+        if not TOOL_CACHE.enabled():
+            return None
+        paths = getattr(params, entry.cache_paths) or []
+        arguments = {"args": params.model_dump(mode="json"), "max_text_chars": ctx.max_text_chars,
+                     # caps and engine choices change results: RLMEDIC_MAX_SCAN_BYTES, RLMEDIC_SCAN_ENGINE, ...
+                     "env": sorted((k, v) for k, v in os.environ.items() if k.startswith("RLMEDIC_"))}
+        return TOOL_CACHE.key(entry.name, arguments, [str(p) for p in paths], ctx.confinement)
 
 
 REGISTRY = Registry(BUILTIN_TOOLS)
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
-         render: Callable[[Any], str] | None = None) -> Any:
-    """Register ``fn`` in :data:`REGISTRY` (``@tool`` or ``@tool(render=...)``); returns ``fn`` unchanged."""
+         render: Callable[[Any], str] | None = None, cache_paths: str = "") -> Any:
+    """Register ``fn`` in :data:`REGISTRY` (``@tool`` or ``@tool(render=...)``); returns ``fn`` unchanged.
+
+    ``cache_paths`` names the parameter holding the files the result depends on alone
+    (nothing else: no clock, no GPU, no index): such results are cached by file content.
+    """
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
-        REGISTRY.register(f, name=name, render=render)
+        REGISTRY.register(f, name=name, render=render, cache_paths=cache_paths)
         return f
 
     return wrap(fn) if fn is not None else wrap

@@ -66,7 +66,7 @@ def _render_diagnosis(d: Any) -> str:
     return "\n".join(lines)
 
 
-@tool(render=_render_diagnosis)
+@tool(render=_render_diagnosis, cache_paths="paths")
 def diagnose(ctx: ToolContext, paths: Paths) -> Any:
     """Find the root cause of a failed AReaL/slime training run in its logs.
 

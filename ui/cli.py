@@ -105,7 +105,7 @@ def run_tool(name: str, arguments: dict[str, Any], roots: list[Any], *, ctx: Any
     from rlmedic.registry import REGISTRY
 
     ctx = ctx or tool_context(roots, **context)
-    return REGISTRY.call(name, arguments, ctx, catch_bugs=False).unwrap()
+    return REGISTRY.call(name, arguments, ctx, catch_bugs=False, use_cache=False).unwrap()  # one call per process
 
 
 def tool_context(roots: list[Any], **context: Any) -> Any:
