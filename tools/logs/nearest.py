@@ -89,12 +89,16 @@ def _card_index(cards: Any) -> tuple[list[tuple[str, str, frozenset[str]]], dict
     return docs, idf
 
 
-def by_cards(text: str, cards: Any = None) -> Neighbour | None:
+def by_cards(text: str, cards: Any = None, *, category: str = "", min_score: float | None = None,
+             min_shared: int | None = None) -> Neighbour | None:
     """The card whose words cover the most of the error's (rare words weigh more), if close enough.
 
-    ``cards`` replaces the shipped playbook (tests use a folder of their own).
+    ``cards`` replaces the shipped playbook (tests use a folder of their own); ``category``
+    limits the choice to that category's cards (the playbook for a category decided elsewhere).
     """
     docs, idf = _builtin_index() if cards is None else _card_index(cards)
+    if category:
+        docs = [d for d in docs if d[1] == category]
     query = set(words(text))
     unseen = math.log(1 + 2 * max(len(docs), 1))  # a word no card has weighs like the rarest: it dilutes
     total = sum(idf.get(w, unseen) for w in query)
@@ -106,7 +110,9 @@ def by_cards(text: str, cards: Any = None) -> Neighbour | None:
         score = sum(idf[w] for w in shared) / total
         if best is None or score > best[0]:
             best = (score, card_id, category, sorted(shared, key=lambda w: (-idf[w], w)))
-    if best is None or best[0] < MIN_SCORE or len(best[3]) < MIN_SHARED:
+    if best is None or best[0] < (MIN_SCORE if min_score is None else min_score) or len(best[3]) < (
+        MIN_SHARED if min_shared is None else min_shared
+    ):
         return None
     return Neighbour(best[2], best[1], round(best[0], 3), "cards", best[3])
 
@@ -134,9 +140,9 @@ def nearest(text: str, *, use_known: bool = True) -> Neighbour | None:
     """Known records first (real errors), then the cards; None when nothing is close."""
     if use_known:
         found = by_known([text])
-        if found is not None:
-            cards = by_cards(text)
-            if cards is not None and cards.category == found.category:
-                found.card = cards.card
+        if found is not None:  # the playbook card of that category closest to the error, if any shares words
+            cards = by_cards(text, category=found.category, min_score=0.05, min_shared=2)
+            if cards is not None:
+                found.card, found.shared = cards.card, cards.shared
             return found
     return by_cards(text)
