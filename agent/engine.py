@@ -1,8 +1,11 @@
-"""Pick the engine for one question: the LLM loop when a model server answers, else offline.
+"""Pick the engine for one question and own the fallback: the LLM loop when a model server
+answers, else the offline engine.
 
-Every front door (CLI, web, Slack, eval) calls :func:`answer_events`. A server that is
-down, slow or failing never leaves the user without an answer: the offline engine
-answers, with one notice line saying why, reusing any tool results already gathered.
+Front doors reach this through :class:`~rlmedic.agent.session.Session`. A server that is
+down, slow or failing, or a model whose answer cannot be used (unparseable tool calls,
+an exhausted budget, an empty reply), never leaves the user without an answer: the
+offline engine composes one from the evidence, with one notice line saying why, reusing
+every tool result the loop already has.
 """
 
 from __future__ import annotations
@@ -10,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from rlmedic.agent.events import Event, Failed
+from rlmedic.agent.events import Event, Failed, Final
 from rlmedic.agent.llm import LLMConfig, ServerUnavailable, probe
-from rlmedic.agent.loop import Agent, Budgets, fallback
+from rlmedic.agent.loop import Agent, Budgets
 
 
 def _server_error(exc: BaseException) -> str | None:
@@ -33,35 +36,53 @@ def _server_error(exc: BaseException) -> str | None:
 
 def answer_events(question: str, *, attachments: Sequence[Path] = (), ctx: Any = None, offline: bool = False,
                   config: LLMConfig | None = None, thread_id: str | None = None, budgets: Budgets = Budgets(),
-                  kb: Any = None, registry: Any = None,
-                  transcript: list[dict[str, Any]] | None = None) -> Iterator[Event]:
+                  kb: Any = None, registry: Any = None, transcript: list[dict[str, Any]] | None = None,
+                  earlier: Sequence[Any] = (), history: Sequence[dict[str, Any]] = (),
+                  gathered: list[Any] | None = None) -> Iterator[Event]:
     """Events answering ``question``; always ends in a ``Final`` answer.
 
-    ``transcript``, when given, receives the LLM conversation's messages (for ``eval --record``).
+    ``earlier``/``history`` are the session's evidence and turns so far; the evidence this
+    question gathers is appended to ``gathered``. ``transcript``, when given, receives the
+    LLM conversation's messages (for ``eval --record``).
     """
     from rlmedic.agent.offline import run_offline
 
+    def offline_answer(notice: str | None, results: list[Any] | None = None) -> Iterator[Event]:
+        call = agent.call if agent is not None else (registry.call if registry is not None else None)
+        yield from run_offline(question, attachments=attachments, ctx=ctx, kb=kb, notices=[notice] if notice else [],
+                               results=results, call=call, earlier=earlier, history=history, gathered=gathered)
+
+    agent: Agent | None = None
     if offline:
-        yield from run_offline(question, attachments=attachments, ctx=ctx, kb=kb)
+        yield from offline_answer(None)
         return
     config = config or LLMConfig.resolve()
     try:
         model = probe(config)
     except ServerUnavailable as exc:
-        yield from run_offline(question, attachments=attachments, ctx=ctx, kb=kb,
-                               notices=[f"offline: {exc.reason}"])
+        yield from offline_answer(f"offline: {exc.reason}")
         return
-    agent: Agent | None = None
     try:
         agent = Agent(config, model, ctx, attachments=attachments, thread_id=thread_id, budgets=budgets,
-                      registry=registry, kb=kb)
-        yield from agent.ask(question)
+                      registry=registry, kb=kb, earlier=earlier)
+        answered = False
+        for event in agent.ask(question):
+            answered = answered or isinstance(event, Final)
+            yield event
+        if answered:
+            if gathered is not None:
+                gathered += agent.gathered
+            return
+        reason = f"offline: {agent.run.fallback}; answer composed from the tools"
     except Exception as exc:  # noqa: BLE001 - only server failures are turned into the offline answer
         reason = _server_error(exc)
         if reason is None:  # a bug: say so in the stream (web, Slack), then keep the traceback
             yield Failed(f"{type(exc).__name__}: {exc}")
             raise
-        yield from fallback(question, agent, f"offline: {reason}", attachments=attachments, ctx=ctx, kb=kb)
+        reason = f"offline: {reason}"
     finally:
         if transcript is not None and agent is not None:
             transcript.extend(agent.messages())
+    if agent is not None:
+        agent._fresh_deadline()  # the fallback's tools get their reserve, never an expired deadline
+    yield from offline_answer(reason, agent.run.results if agent is not None else [])

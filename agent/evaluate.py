@@ -221,7 +221,7 @@ def score(case: Case, answer: Any, seconds: float) -> Score:
     The answer's text is what counts: with a model, that is the model's own words, so a
     model that ignored what the tools found scores low although the grounded part is right.
     """
-    from rlmedic.agent.grounding import grounded_text
+    from rlmedic.agent.compose import grounded_text
 
     text = answer.answer.lower()
     grounded = grounded_text(answer).lower()
@@ -239,16 +239,15 @@ def score(case: Case, answer: Any, seconds: float) -> Score:
 
 
 def run_case(case: Case, *, offline: bool, config: Any, kb: Any, record: Path | None = None) -> Score:
-    from rlmedic.agent.engine import answer_events
     from rlmedic.agent.events import Final
-    from rlmedic.registry import ToolContext
+    from rlmedic.agent.session import Session
 
-    ctx = ToolContext.for_roots([str(p) for p in case.attachments])
+    session = Session(offline=offline, config=config, kb=kb, persist=False, prefix=f"eval-{case.id}")
+    session.attach(*case.attachments)
     transcript: dict[str, Any] = {"case": case.id, "question": case.question, "events": [], "messages": []}
     answer = None
     started = time.perf_counter()
-    for event in answer_events(case.question, attachments=case.attachments, ctx=ctx, offline=offline, config=config,
-                               kb=kb, transcript=transcript["messages"]):
+    for event in session.ask(case.question, transcript=transcript["messages"]):
         transcript["events"].append(event.to_dict())
         if isinstance(event, Final):
             answer = event.answer

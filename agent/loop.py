@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from rlmedic.agent import claims, prompts
+from rlmedic.agent.compose import ground
 from rlmedic.agent.events import Answer, Event, Final, Notice, TextDelta, ToolFinished, ToolStarted
-from rlmedic.agent.grounding import ground
 from rlmedic.agent.llm import LLMConfig
 
 
@@ -251,6 +251,20 @@ def checkpointer(thread_id: str | None) -> Any:
     return SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
 
 
+def earlier_lines(evidence: Sequence[Any]) -> str:
+    """What earlier turns of the thread established (the model may not have seen them: they
+    could have been answered offline), one line each; already redacted by the registry."""
+    lines = []
+    for e in evidence[-6:]:
+        root = e.root_finding
+        if root is not None:
+            lines.append(f"- {e.checked}: root cause {root.category}: {root.summary}")
+        elif e.checked:
+            lines.append(f"- {e.checked}: " + ("nothing wrong found" if e.healthy else
+                                               "; ".join(f.summary for f in (e.findings + e.advice)[:2]) or "checked"))
+    return ("\n\nEarlier in this thread rlmedic's tools found:\n" + "\n".join(lines)) if lines else ""
+
+
 def describe_attachments(attachments: Sequence[Path]) -> list[str]:
     out = []
     for path in attachments:
@@ -267,7 +281,7 @@ class Agent:
 
     def __init__(self, config: LLMConfig, model: str, ctx: Any, *, attachments: Sequence[Path] = (),
                  thread_id: str | None = None, budgets: Budgets = Budgets(), registry: Any = None,
-                 call: Callable[..., Any] | None = None, kb: Any = None) -> None:
+                 call: Callable[..., Any] | None = None, kb: Any = None, earlier: Sequence[Any] = ()) -> None:
         from langchain.agents import create_agent
 
         from rlmedic.agent.llm import chat_model
@@ -280,6 +294,8 @@ class Agent:
         budgets = dataclasses.replace(budgets, seconds=min(budgets.seconds, config.timeout_s))
         self.ctx, self.kb, self.budgets = ctx, kb, budgets
         self.attachments = list(attachments)
+        self.earlier = [e for e in earlier if e is not None]  # evidence of earlier turns in the session
+        self.gathered: list[Any] = []  # the evidence this question added (for the session)
         self.call = call or registry.call
         self.thread_id = thread_id or f"once-{uuid.uuid4().hex}"
         self.run = RunState()
@@ -303,7 +319,8 @@ class Agent:
         self.run = RunState()
         if self._own_deadline:  # tools stop with the run's time budget
             self.ctx.deadline = self.run.started + self.budgets.seconds
-        content = redact(question) + prompts.attachment_lines(describe_attachments(self.attachments))
+        content = (redact(question) + prompts.attachment_lines(describe_attachments(self.attachments))
+                   + earlier_lines(self.earlier))
         yield from self._stream({"messages": [HumanMessage(content=content)]})
         yield from self._finish(question)
 
@@ -375,7 +392,7 @@ class Agent:
     def _finish(self, question: str) -> Iterator[Event]:
         from langchain_core.messages import HumanMessage
 
-        from rlmedic.agent.offline import pasted_log_result, plan_calls, run_tools
+        from rlmedic.agent.investigate import plan_calls, question_evidence, run_tools
 
         run = self.run
         for note in run.notes:
@@ -401,17 +418,21 @@ class Agent:
                 reply = ""
         if not reply:
             why = run.fallback or "the model returned an empty reply"
-            yield from fallback(question, self, f"offline: {why}; answer composed from the tools")
-            return
-        pasted = pasted_log_result(question)  # log text in the question grounds the category too
-        evidence = ([pasted] if pasted is not None else []) + run.results
+            run.fallback = why
+            return  # no Final: the engine composes the answer from the tools
+        pasted = question_evidence(question, self.ctx)  # log text in the question grounds the category too
+        new = [r.evidence for r in run.results if r.ok and getattr(r, "evidence", None) is not None]
+        fresh = {e.call for e in new}
+        evidence = ([pasted] if pasted is not None else []) + new + [e for e in self.earlier if e.call not in fresh]
+        self.gathered = ([pasted] if pasted is not None else []) + new
         answer = ground(Answer(answer=reply, engine="llm", summary=reply.split("\n", 1)[0][:300]), evidence)
         notes = list(run.notes)
         if run.cut:
             answer.answer = reply.rstrip() + "\n[the model's reply was cut off here]"
             notes.append(f"the model's reply is incomplete ({run.cut})")
-        haystack = claims.evidence_text(evidence, [question, *map(str, self.attachments),
-                                                   *(str(c) for c in answer.citations)])
+        haystack = claims.evidence_text(run.results, [question, *map(str, self.attachments),
+                                                      *(str(c) for c in answer.citations),
+                                                      *(e.model_dump_json() for e in evidence)])
         answer.answer, unsupported = claims.check(answer.answer, haystack)
         if unsupported:
             notes.append(claims.notice(unsupported))
@@ -464,17 +485,3 @@ def _values(args: dict[str, Any]) -> Iterator[Any]:
             yield from value
         elif isinstance(value, str):
             yield value
-
-
-def fallback(question: str, agent: Agent | None, notice: str, *, attachments: Sequence[Path] = (), ctx: Any = None,
-             kb: Any = None, call: Callable[..., Any] | None = None) -> Iterator[Event]:
-    """The offline answer, reusing whatever tool results the run already has."""
-    from rlmedic.agent.offline import run_offline
-
-    if agent is not None:
-        attachments, ctx, kb, call = agent.attachments, agent.ctx, agent.kb, agent.call
-    results = agent.run.results if agent is not None else []
-    if agent is not None:
-        agent._fresh_deadline()
-    yield from run_offline(question, attachments=attachments, ctx=ctx, kb=kb, notices=[notice], results=results,
-                           call=call)

@@ -54,6 +54,10 @@ class ToolContext:
     cancel: threading.Event | None = None
     max_text_chars: int = DEFAULT_MAX_TEXT_CHARS
     index_dir: Path | None = None
+    #: Inputs the front door opened itself and vouches for, by the name a tool is given for them:
+    #: stdin and pipes the user typed, log text pasted into a question, the live windows ``watch``
+    #: follows. Never part of a schema: a model can name them, not create them.
+    streams: dict[str, Any] = field(default_factory=dict)
     _knowledge: Any = field(default=None, repr=False)
 
     @classmethod
@@ -84,6 +88,17 @@ class ToolContext:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise ToolTimeout("the request ran out of time")
 
+    def split_streams(self, names: Iterable[str]) -> tuple[list[str], list[Any]]:
+        """``names`` split into paths (read through the confinement) and the vouched streams they name."""
+        paths: list[str] = []
+        streams: list[Any] = []
+        for name in names:
+            if name in self.streams:
+                streams.append(self.streams[name])
+            else:
+                paths.append(name)
+        return paths, streams
+
     def knowledge(self) -> Any:
         """The knowledge base (opened on first use; it loads the embedding model lazily)."""
         if self._knowledge is None:
@@ -112,6 +127,7 @@ class ToolResult:
     arguments: dict[str, Any] = field(default_factory=dict)
     #: served from :mod:`rlmedic.toolcache` (same arguments, same file contents)
     cached: bool = False
+    evidence: Any = None  # rlmedic.types.Evidence: what the call established, in the shared vocabulary
 
     def unwrap(self) -> Any:
         """The value, or the tool's error raised as a :class:`UserError` (for the CLI: one line, exit 2)."""
@@ -135,6 +151,7 @@ class Tool:
     render: Callable[[Any], str] | None = None
     #: the parameter naming the files the result depends on alone: results are cached by their content
     cache_paths: str = ""
+    evidence: Callable[[Any], Any] | None = None  # result -> rlmedic.types.Evidence
 
     @property
     def summary(self) -> str:
@@ -162,7 +179,8 @@ class Registry:
     # ------------------------------------------------------------------ registration
 
     def register(self, fn: Callable[..., Any], *, name: str | None = None,
-                 render: Callable[[Any], str] | None = None, cache_paths: str = "") -> Tool:
+                 render: Callable[[Any], str] | None = None, cache_paths: str = "",
+                 evidence: Callable[[Any], Any] | None = None) -> Tool:
         tool_name = name or fn.__name__
         if tool_name in self._tools:
             raise ValueError(f"tool {tool_name!r} is registered twice")
@@ -170,7 +188,7 @@ class Registry:
         if not description:
             raise ValueError(f"tool {tool_name!r} needs a docstring: it is the description a model reads")
         entry = Tool(name=tool_name, fn=fn, description=description, params=_params_model(fn, tool_name), render=render,
-                     cache_paths=cache_paths)
+                     cache_paths=cache_paths, evidence=evidence)
         if cache_paths and cache_paths not in entry.params.model_fields:
             raise ValueError(f"tool {tool_name!r}: cache_paths names no parameter {cache_paths!r}")
         self._tools[tool_name] = entry
@@ -225,7 +243,8 @@ class Registry:
             if hit is not None:
                 value, data, text = hit
                 return ToolResult(name, True, value=value, data=data, text=text, arguments=shown_args,
-                                  seconds=time.monotonic() - started, cached=True)
+                                  seconds=time.monotonic() - started, cached=True,
+                                  evidence=_evidence(entry, value, shown_args))
         try:
             ctx.check_time()
             value = entry.fn(ctx, **{k: getattr(params, k) for k in type(params).model_fields})
@@ -244,7 +263,7 @@ class Registry:
 
             TOOL_CACHE.put(cache_key, value, data, text)
         return ToolResult(name, True, value=value, data=data, text=text, arguments=shown_args,
-                          seconds=time.monotonic() - started)
+                          seconds=time.monotonic() - started, evidence=_evidence(entry, value, shown_args))
 
     @staticmethod
     def _cache_key(entry: Tool, params: Any, ctx: ToolContext) -> str | None:
@@ -256,6 +275,8 @@ class Registry:
         if not TOOL_CACHE.enabled():
             return None
         paths = getattr(params, entry.cache_paths) or []
+        if any(str(p) in ctx.streams for p in paths):
+            return None  # a stream (stdin, pasted text) is read once: nothing to key it by
         arguments = {"args": params.model_dump(mode="json"), "max_text_chars": ctx.max_text_chars,
                      # caps and engine choices change results: RLMEDIC_MAX_SCAN_BYTES, RLMEDIC_SCAN_ENGINE, ...
                      "env": sorted((k, v) for k, v in os.environ.items() if k.startswith("RLMEDIC_"))}
@@ -266,18 +287,36 @@ REGISTRY = Registry(BUILTIN_TOOLS)
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
-         render: Callable[[Any], str] | None = None, cache_paths: str = "") -> Any:
-    """Register ``fn`` in :data:`REGISTRY` (``@tool`` or ``@tool(render=...)``); returns ``fn`` unchanged.
+         render: Callable[[Any], str] | None = None, cache_paths: str = "",
+         evidence: Callable[[Any], Any] | None = None) -> Any:
+    """Register ``fn`` in :data:`REGISTRY` (``@tool`` or ``@tool(render=..., evidence=...)``); returns ``fn`` unchanged.
 
     ``cache_paths`` names the parameter holding the files the result depends on alone
     (nothing else: no clock, no GPU, no index): such results are cached by file content.
+    ``evidence`` turns the tool's result into :class:`rlmedic.types.Evidence`, the one
+    interface answers are composed from; a tool without one contributes nothing to an answer.
     """
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
-        REGISTRY.register(f, name=name, render=render, cache_paths=cache_paths)
+        REGISTRY.register(f, name=name, render=render, cache_paths=cache_paths, evidence=evidence)
         return f
 
     return wrap(fn) if fn is not None else wrap
+
+
+def _evidence(entry: Tool, value: Any, arguments: dict[str, Any]) -> Any:
+    """The tool's Evidence for an (already redacted) result, tagged with the call's identity."""
+    from rlmedic.types import Evidence
+
+    evidence = entry.evidence(value) if entry.evidence else Evidence()
+    evidence.tool = entry.name
+    evidence.call = call_key(entry.name, arguments)
+    return evidence
+
+
+def call_key(name: str, arguments: dict[str, Any]) -> str:
+    """A call's identity (tool and redacted arguments): the same call later reuses its evidence."""
+    return name + json.dumps(redact_value(dict(arguments)), sort_keys=True, default=str)
 
 
 # ---------------------------------------------------------------------- schema

@@ -224,3 +224,43 @@ class Finding(BaseModel):
             "root": self.root,
         }
 
+
+
+class Evidence(BaseModel):
+    """What one tool call established, in the shared vocabulary (the one interface composition reads).
+
+    Every tool result is turned into this once, in the registry (each tool names its
+    adapter at registration), so the offline engine, the LLM loop's grounding and the
+    session's memory read findings, fixes, citations, a recovery ``plan`` (checkpoints),
+    ``advice`` (GPUs), a corrected-config ``diff`` and the ``versions`` seen without
+    knowing which tool produced them. ``checked`` says in one line what was looked at
+    ("2 log files, 4 812 lines"), ``healthy`` is True when a check looked and found
+    nothing wrong (a clean run is an answer, not the absence of one).
+    """
+
+    tool: str = ""
+    subject: str = ""  # what was examined: logs | config | gpus | checkpoints | knowledge
+    call: str = ""  # the call's identity (tool + arguments), so a follow-up reuses it
+    findings: list[Finding] = Field(default_factory=list)  # root first when there is one
+    root: int | None = None  # index of the root finding in ``findings``
+    fixes: list[Fix] = Field(default_factory=list)
+    citations: list[Citation] = Field(default_factory=list)
+    plan: list[str] = Field(default_factory=list)
+    advice: list[Finding] = Field(default_factory=list)
+    facts: list[str] = Field(default_factory=list)  # short statements of state (a leftover pid, a damaged save)
+    diff: str = ""
+    versions: dict[str, str] = Field(default_factory=dict)
+    frameworks: list[str] = Field(default_factory=list)
+    checked: str = ""
+    healthy: bool = False
+
+    @property
+    def root_finding(self) -> Finding | None:
+        if self.root is not None and 0 <= self.root < len(self.findings):
+            return self.findings[self.root]
+        return None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.findings or self.fixes or self.citations or self.plan or self.advice or self.facts
+                    or self.diff or self.healthy)

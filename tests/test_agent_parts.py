@@ -1,4 +1,4 @@
-"""The agent's small parts: citations back from text, attachments and stdin, the offline tool plan."""
+"""The agent's small parts: evidence round trips, stdin as a session attachment, the offline tool plan."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from rlmedic.agent.attachments import Attachments
 from rlmedic.agent.events import Answer, Final, ToolFinished, final_answer
-from rlmedic.agent.grounding import citation_from
-from rlmedic.agent.offline import plan_calls, run_offline
+from rlmedic.agent.investigate import plan_calls
+from rlmedic.agent.offline import run_offline
+from rlmedic.agent.session import Session
 from rlmedic.errors import UserError
 from rlmedic.registry import ToolContext
-from rlmedic.types import Citation
+from rlmedic.types import Citation, Evidence, Finding, Fix
 
 
 @pytest.mark.parametrize("citation", [
@@ -26,9 +26,13 @@ from rlmedic.types import Citation
     Citation(kind="doc", ref="docs/en/best_practices/handling_oom.md", section="1. Optimize Micro-batch Size", lines=(10, 42)),
     Citation(kind="doc", ref="rlmedic/tools/logs/signatures.yaml", section="cuda-oom"),
 ])
-def test_citations_round_trip_through_their_text_and_dict(citation: Citation) -> None:
-    assert citation_from(str(citation)) == citation
-    assert citation_from(citation.to_dict()) == citation
+def test_citations_round_trip_through_saved_evidence(citation: Citation) -> None:
+    """A session saves evidence as JSON and reads it back: every kind of citation survives."""
+    fix = Fix(key="actor.x", op="set", new=1, citations=(citation,))
+    ev = Evidence(subject="logs", findings=[Finding(id="f", severity="error", summary="s", citations=[citation],
+                                                    fixes=[fix])], root=0, fixes=[fix], citations=[citation])
+    back = Evidence.model_validate(json.loads(json.dumps(ev.model_dump(mode="json"))))
+    assert back == ev and back.root_finding.citations == [citation] and back.fixes[0].citation == citation
 
 
 def test_answer_cites_each_source_once_and_serialises() -> None:
@@ -41,17 +45,18 @@ def test_answer_cites_each_source_once_and_serialises() -> None:
 
 def test_stdin_attachment_keeps_the_end_of_an_oversized_stream() -> None:
     data = b"".join(f"line {i}\n".encode() for i in range(100_000))
-    with Attachments(["-"], stdin=io.BytesIO(data), cap=10_000) as files:
-        (path,) = files.paths
-        kept = path.read_bytes()
-        assert len(kept) == 10_000 and data.endswith(kept)
-        assert (path.parent.stat().st_mode & 0o777) == 0o700 and (path.stat().st_mode & 0o777) == 0o600
-        assert "only its end was kept" in files.notices[0]
-        ctx = files.context()
-        assert ctx.confinement.allows(path) and not ctx.confinement.allows(path.parent.parent)
+    session = Session(persist=False)
+    path = session.attach_stdin(io.BytesIO(data), cap=10_000)
+    kept = path.read_bytes()
+    assert len(kept) == 10_000 and data.endswith(kept)
+    assert (path.parent.stat().st_mode & 0o777) == 0o700 and (path.stat().st_mode & 0o777) == 0o600
+    assert "only its end was kept" in session.notices[0]
+    ctx = session.context()
+    assert ctx.confinement.allows(path) and not ctx.confinement.allows(path.parent.parent)
+    session.close()
     assert not path.exists()
     with pytest.raises(UserError, match="empty"):
-        Attachments(["-"], stdin=io.BytesIO(b""))
+        Session(persist=False).attach_stdin(io.BytesIO(b""))
 
 
 def test_the_offline_plan_picks_a_tool_per_kind_of_attachment(tmp_path: Path) -> None:
@@ -66,7 +71,8 @@ def test_the_offline_plan_picks_a_tool_per_kind_of_attachment(tmp_path: Path) ->
         ("gpu_status", {"snapshot": str(tmp_path / "gpus.json")}),
         ("fix_config", {"config": str(tmp_path / "config.yaml"), "logs": [str(tmp_path / "train.log")],
                         "snapshot": str(tmp_path / "gpus.json")}),
-        ("list_checkpoints", {"root": str(tmp_path / "ckpts")}),
+        # the one config is the one the run resumes with: the recovery plan lists what differs
+        ("list_checkpoints", {"root": str(tmp_path / "ckpts"), "config": str(tmp_path / "config.yaml")}),
     ]
     events = list(run_offline("why did it die?", attachments=paths, ctx=ToolContext.for_roots([str(p) for p in paths])))
     done = [e for e in events if isinstance(e, ToolFinished)]
@@ -76,7 +82,7 @@ def test_the_offline_plan_picks_a_tool_per_kind_of_attachment(tmp_path: Path) ->
 
 
 def test_a_folder_of_rank_logs_is_a_log_even_with_a_stray_weight_file(tmp_path) -> None:
-    from rlmedic.agent.offline import classify
+    from rlmedic.agent.investigate import classify
 
     logs = tmp_path / "logs"
     logs.mkdir()

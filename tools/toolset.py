@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from rlmedic.registry import ToolContext, tool
+from rlmedic.tools import evidence as ev
 
 Paths = Annotated[list[str], Field(min_length=1, description="Log files or folders of per-rank logs (gzip is fine).")]
 
@@ -66,7 +67,7 @@ def _render_diagnosis(d: Any) -> str:
     return "\n".join(lines)
 
 
-@tool(render=_render_diagnosis, cache_paths="paths")
+@tool(render=_render_diagnosis, cache_paths="paths", evidence=ev.diagnosis_evidence)
 def diagnose(ctx: ToolContext, paths: Paths) -> Any:
     """Find the root cause of a failed AReaL/slime training run in its logs.
 
@@ -77,7 +78,8 @@ def diagnose(ctx: ToolContext, paths: Paths) -> Any:
     """
     from rlmedic.tools.logs.diagnose import diagnose as run
 
-    return run(paths, confinement=ctx.confinement)
+    files, streams = ctx.split_streams(paths)
+    return run(files, confinement=ctx.confinement, streams=streams)
 
 
 @tool
@@ -89,7 +91,8 @@ def excerpt(ctx: ToolContext, paths: Paths,
     """
     from rlmedic.tools.logs.excerpt import build_excerpt
 
-    return build_excerpt(paths, max_lines=max_lines, confinement=ctx.confinement)
+    files, streams = ctx.split_streams(paths)
+    return build_excerpt(files, max_lines=max_lines, confinement=ctx.confinement, streams=streams)
 
 
 # ---------------------------------------------------------------------- GPU
@@ -124,7 +127,7 @@ def _render_gpu(report: GpuReport) -> str:
     return "\n".join(lines)
 
 
-@tool(render=_render_gpu)
+@tool(render=_render_gpu, evidence=ev.gpu_evidence)
 def gpu_status(ctx: ToolContext,
                snapshot: Annotated[str | None, Field(description="A GPU snapshot JSON saved with `rlmedic gpu --save`; "
                                                      "omit to read the live GPUs through NVML.")] = None) -> GpuReport:
@@ -159,7 +162,7 @@ def _render_checkpoints(report: Any) -> str:
     return "\n".join(lines)
 
 
-@tool(render=_render_checkpoints)
+@tool(render=_render_checkpoints, evidence=ev.checkpoint_evidence)
 def list_checkpoints(
     ctx: ToolContext,
     root: Annotated[str, Field(description="A fileroot or its checkpoints/ folder, a slime --save folder, or HF save folders.")],
@@ -215,7 +218,7 @@ Snapshot = Annotated[str | None, Field(description="A GPU snapshot (rlmedic gpu 
 Spot = Annotated[bool, Field(description="The run uses spot/preemptible machines: recovery settings become errors.")]
 
 
-@tool(render=_render_lint)
+@tool(render=_render_lint, evidence=ev.lint_evidence)
 def lint_config(ctx: ToolContext,
                 config: Annotated[str, Field(description="An AReaL YAML config, or a slime launch script / argument file.")],
                 snapshot: Snapshot = None, spot: Spot = False) -> Any:
@@ -242,7 +245,7 @@ def _render_fix(result: Any) -> str:
     return "\n".join(lines)
 
 
-@tool(render=_render_fix)
+@tool(render=_render_fix, evidence=ev.fix_evidence)
 def fix_config(
     ctx: ToolContext,
     config: Annotated[str, Field(description="An AReaL YAML config, or a slime launch script / argument file.")],
@@ -271,7 +274,7 @@ def _render_search(results: list[Any]) -> str:
     return "\n\n".join(f"[{i}] {r.citation_text}\n{' '.join(r.text.split())[:600]}" for i, r in enumerate(results, 1))
 
 
-@tool(render=_render_search)
+@tool(render=_render_search, evidence=ev.search_evidence)
 def search_docs(
     ctx: ToolContext,
     query: Annotated[str, Field(min_length=1, description="Words, a config key or flag, or an error string.")],

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from rlmedic.agent.conversation import Conversation
+from rlmedic.agent.session import Session
 from rlmedic.errors import UserError
 
 HELP = """Commands:
@@ -70,7 +70,7 @@ class Printer:
             self.line(answer.answer.rstrip())
 
 
-def run_question(conv: Conversation, question: str, printer: Printer, *,
+def run_question(conv: Session, question: str, printer: Printer, *,
                  wait: Callable[[queue.Queue, float], Any] | None = None) -> Any:
     """Ask one question, streaming events to ``printer``; Ctrl-C stops it and returns None.
 
@@ -134,7 +134,7 @@ def run_question(conv: Conversation, question: str, printer: Printer, *,
     return final
 
 
-def handle_command(conv: Conversation, line: str, printer: Printer) -> bool:
+def handle_command(conv: Session, line: str, printer: Printer) -> bool:
     """Run a ``/command``; False means quit."""
     try:
         parts = shlex.split(line)
@@ -162,8 +162,9 @@ def handle_command(conv: Conversation, line: str, printer: Printer) -> bool:
             if len(args) != 1:
                 raise UserError("/save needs one file name")
             from rlmedic.confine import write_new_text
+            from rlmedic.ui.render import session_markdown
 
-            path = write_new_text(args[0], conv.to_markdown())
+            path = write_new_text(args[0], session_markdown(conv))
             printer.line(f"saved to {path}")
         elif cmd == "/offline":
             conv.offline = True
@@ -212,7 +213,7 @@ def _prompt_session() -> Any:
     return PromptSession(history=history, completer=ChatCompleter(), complete_while_typing=False)
 
 
-def chat_loop(conv: Conversation, *, stdin: TextIO | None = None, stdout: TextIO | None = None,
+def chat_loop(conv: Session, *, stdin: TextIO | None = None, stdout: TextIO | None = None,
               interactive: bool | None = None) -> int:
     """The REPL (interactive) or the line-by-line reader (piped). Returns the exit code."""
     stdin = stdin or sys.stdin

@@ -43,31 +43,32 @@ def ask(
     """Ask a troubleshooting question; attached files are investigated with rlmedic's tools."""
     use_known_issues(known_issues)
     use_chroma_url(chroma_url)
-    from rlmedic.agent.attachments import Attachments
-    from rlmedic.agent.engine import answer_events
     from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted
     from rlmedic.agent.llm import LLMConfig
+    from rlmedic.agent.session import Session
     from rlmedic.ui.cli import print_json
-
     from rlmedic.ui.cli_knowledge import existing_index_dir
 
     existing_index_dir(index_dir, chroma_url)
     config = None if offline else LLMConfig.resolve(base_url=base_url, model=model, api_key=api_key, timeout_s=timeout)
-    with Attachments(attach) as files:
-        ctx = files.context(index_dir=index_dir)
-        kb = ctx.knowledge()
-        for note in files.notices:
+    session = Session(thread, offline=offline, config=config, index_dir=index_dir, prefix="ask")
+    try:
+        for name in attach:
+            if name == "-":
+                session.attach_stdin()
+            else:
+                session.attach(name)
+        for note in session.notices:
             typer.echo(f"note: {note}", err=True)
         streamed = False
-        for event in answer_events(question, attachments=files.paths, ctx=ctx, offline=offline, config=config,
-                                   thread_id=thread, kb=kb):
+        for event in session.ask(question):
             if isinstance(event, Final):
                 if json_out:
                     print_json(event.answer.to_dict())
                 elif not streamed:
                     typer.echo(event.answer.answer)
                 elif event.answer.engine == "llm":  # the model's prose was streamed; what the tools established follows
-                    from rlmedic.agent.grounding import grounded_text
+                    from rlmedic.agent.compose import grounded_text
 
                     typer.echo("")
                     grounded = grounded_text(event.answer)
@@ -89,6 +90,8 @@ def ask(
                 streamed = True
             elif isinstance(event, Failed):  # the exception with its traceback follows
                 typer.echo(f"rlmedic: failed: {event.error}", err=True)
+    finally:
+        session.close()
 
 
 def _args(args: dict) -> str:

@@ -38,13 +38,13 @@ def chat(
 ) -> None:
     """Chat about a failed run in the terminal; /help lists the commands (piped input works too)."""
     use_known_issues(known_issues)
-    from rlmedic.agent.conversation import Conversation
+    from rlmedic.agent.session import Session
     from rlmedic.ui.chat import chat_loop
 
     from rlmedic.ui.cli_knowledge import existing_index_dir
 
-    conv = Conversation(offline=offline, config=_config(offline, base_url, model, api_key),
-                        index_dir=existing_index_dir(index_dir))
+    conv = Session(offline=offline, config=_config(offline, base_url, model, api_key),
+                   index_dir=existing_index_dir(index_dir), persist=True, prefix="chat")
     if attach:
         conv.attach(*attach)
     code = chat_loop(conv)

@@ -150,24 +150,14 @@ def split_streams(paths: list[Path]) -> tuple[list[str], list[Source]]:
 
 
 def _run(tool: str, paths: list[Path], **arguments: Any) -> Any:
-    """Run the registry tool on the files; with stdin or a pipe among the inputs, the same function
-    directly with those streams (then redacted the way the registry redacts)."""
-    from rlmedic.ui.cli import run_tool
+    """Run the registry tool on the paths; stdin and pipes among them travel as streams the
+    front door vouches for (``ToolContext.streams``), so they pass the same single redaction."""
+    from rlmedic.ui.cli import run_tool, tool_context
 
     files, streams = split_streams(paths)
-    if not streams:
-        return run_tool(tool, {"paths": files, **arguments}, roots=files)
-    from rlmedic.confine import Confinement
-    from rlmedic.confine import redact_value
-
-    confinement = Confinement.for_paths(files)
-    if tool == "diagnose":
-        from rlmedic.tools.logs.diagnose import diagnose
-
-        return redact_value(diagnose(files, confinement=confinement, streams=streams))
-    from rlmedic.tools.logs.excerpt import build_excerpt
-
-    return redact_value(build_excerpt(files, confinement=confinement, streams=streams, **arguments))
+    ctx = tool_context(files)
+    ctx.streams = {src.name: src for src in streams}
+    return run_tool(tool, {"paths": [*files, *ctx.streams], **arguments}, roots=files, ctx=ctx)
 
 
 def register(app: typer.Typer) -> None:

@@ -104,3 +104,17 @@ def root_markdown(answer: Any) -> str:
 
 def to_json_line(event: Any) -> str:
     return json.dumps(event.to_dict(), ensure_ascii=False, default=str)
+
+
+def session_markdown(session: Any) -> str:
+    """A session's conversation as Markdown (``/save`` in the chat)."""
+    parts = [f"# rlmedic conversation {session.thread_id}\n"]
+    for turn in session.turns:
+        parts.append(f"## Q: {turn.question}\n")
+        if turn.attachments:
+            parts.append("Attached: " + ", ".join(f"`{a}`" for a in turn.attachments) + "\n")
+        if turn.answer is not None:
+            parts.append(answer_markdown(turn.answer))
+        else:
+            parts.append(f"_{turn.summary}_\n" if turn.summary else "_(no answer: stopped)_\n")
+    return "\n".join(parts)

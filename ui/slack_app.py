@@ -4,7 +4,7 @@ Thin: Slack events come in through slack-bolt (Socket Mode, or HTTP with signatu
 checks), this module applies the guards (allowlists, a per-user token bucket, file
 size caps, no bot loops, no duplicate deliveries), downloads the attachments into the
 thread's private folder (the only root the tools may read), runs
-:func:`rlmedic.agent.engine.answer_events` and renders its events: one message posted
+the thread's :class:`~rlmedic.agent.session.Session` and renders its events: one message posted
 at once and updated in place as tool steps finish, then the answer in Block Kit and the
 config diff as a file. Everything posted goes through
 :class:`~rlmedic.ui.slack_client.RedactingWebClient`, so no secret reaches Slack.
@@ -12,7 +12,6 @@ config diff as a file. Everything posted goes through
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
@@ -119,7 +118,7 @@ class SlackBot:
     """The bot's behaviour, independent of the transport (Socket Mode or HTTP)."""
 
     def __init__(self, settings: SlackSettings, *, client: Any = None, store: Any = None) -> None:
-        from rlmedic.agent.threads import ThreadStore
+        from rlmedic.agent.session import SessionStore
         from rlmedic.ui.slack_client import make_client
 
         if not settings.bot_token:
@@ -128,7 +127,7 @@ class SlackBot:
             raise UserError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-...)")
         self.settings = settings
         self.client = client or make_client(settings.bot_token, settings.api_url)
-        self.store = store or ThreadStore()
+        self.store = store or SessionStore()
         self.bucket = TokenBucket(settings.rate_burst, settings.rate_per_minute)
         self.seen = _Seen()
         self._limited_told: dict[str, float] = {}
@@ -195,26 +194,28 @@ class SlackBot:
             self.client.chat_update(channel=channel, ts=msg_ts, text=text, blocks=blocks)
 
     def answer(self, event: dict[str, Any], channel: str, thread_ts: str, msg_ts: str) -> None:
-        """Investigate the message and turn the progress message ``msg_ts`` into the answer."""
-        from rlmedic.agent.engine import answer_events
+        """Investigate the message and turn the progress message ``msg_ts`` into the answer.
+
+        The thread is one :class:`~rlmedic.agent.session.Session`: its files folder is the only
+        readable root, and a follow-up (also after a restart) sees the earlier files and findings."""
         from rlmedic.agent.events import Failed, Final, ToolFinished, ToolStarted
-        from rlmedic.registry import ToolContext
+        from rlmedic.agent.session import Session
         from rlmedic.ui.render import step_result
         from rlmedic.ui.slack_render import answer_blocks, notice_blocks, progress_blocks
 
         thread_id = f"{channel}:{thread_ts}"
-        folder = self.store.files_dir(thread_id)
+        session = Session(thread_id, offline=self.settings.offline, index_dir=self.settings.index_dir,
+                          env_roots=False, store=self.store, prefix="slack")
+        folder = session.files_dir()
         saved, skipped = self.download(event.get("files") or [], folder)
+        session.attach(*saved)
         question = _MENTION.sub("", event.get("text") or "").strip()
         if not question:
             question = "What went wrong here?" if saved else "Hello"
-        ctx = ToolContext.for_roots([str(folder)], env_roots=False, index_dir=self.settings.index_dir)
         steps: dict[str, tuple[str, str]] = {}
         last_update = 0.0
         final = None
-        for ev in answer_events(self.store.with_context(thread_id, question),
-                                attachments=self.store.attachments(thread_id), ctx=ctx,
-                                offline=self.settings.offline, thread_id=thread_id, kb=ctx.knowledge()):
+        for ev in session.ask(question):
             if isinstance(ev, ToolStarted):
                 steps[ev.id] = (ev.name, "running")
             elif isinstance(ev, ToolFinished):
@@ -232,16 +233,13 @@ class SlackBot:
         if final is None:
             return
         diff = redact(final.config_diff.strip() + "\n") if final.config_diff.strip() else ""
-        diff_sha = hashlib.sha256(diff.encode()).hexdigest()[:16] if diff else ""
-        new_diff = bool(diff) and not self.store.diff_posted(thread_id, diff_sha)
+        new_diff = bool(diff) and not session.diff_shown(session.turns[-1].diff_sha)
         text, blocks = answer_blocks(final, folder=str(folder), diff_attached=new_diff, diff_above=bool(diff) and not new_diff,
                                      skipped=skipped, offline_flag=self.settings.offline)
         self.client.chat_update(channel=channel, ts=msg_ts, text=text, blocks=blocks)
         if new_diff:
             self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=diff,
                                         filename="config.diff", title="Suggested config change")
-        self.store.record(thread_id, question, attachments=[p.name for p in saved],
-                          summary=final.summary or final.root_cause, category=final.category, diff_sha=diff_sha)
 
     # -- files -------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """``rlmedic web``: the chat as a Gradio page, with the diagnosis, the fix, the GPUs and the sources beside it.
 
-Thin: every answer comes from :class:`~rlmedic.agent.conversation.Conversation` (the
+Thin: every answer comes from :class:`~rlmedic.agent.session.Session` (the
 agent or the offline engine) as events; this module turns them into chat messages (each
 tool step a collapsible message, pending then done with its duration) and side panels.
 
@@ -75,7 +75,7 @@ class Sessions:
             return self._kb
 
     def get(self, key: str) -> Session:
-        from rlmedic.agent.conversation import Conversation
+        from rlmedic.agent.session import Session as Thread
 
         self.sweep()
         with self._lock:
@@ -83,9 +83,9 @@ class Sessions:
             if session is None:
                 folder = self.root / f"s-{len(self._sessions)}-{os.urandom(6).hex()}"
                 folder.mkdir(mode=0o700)
-                conv = Conversation(thread_id=f"web-{folder.name}", offline=self.settings.offline,
-                                    config=self.settings.config, index_dir=self.settings.index_dir,
-                                    roots=[folder], env_roots=False, kb=None)
+                conv = Thread(f"web-{folder.name}", offline=self.settings.offline,
+                              config=self.settings.config, index_dir=self.settings.index_dir,
+                              roots=[folder], env_roots=False, kb=None)
                 session = Session(folder, conv)
                 self._sessions[key] = session
             session.last_seen = time.monotonic()
@@ -97,6 +97,7 @@ class Sessions:
             session = self._sessions.pop(key, None)
         if session is not None:
             shutil.rmtree(session.folder, ignore_errors=True)
+            session.conversation.store.drop(session.conversation.thread_id)
 
     def sweep(self) -> None:
         cutoff = time.monotonic() - self.settings.session_ttl_s

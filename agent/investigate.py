@@ -1,0 +1,158 @@
+"""Investigate: run the registry's tools on the attachments and on the question itself.
+
+Shared by the offline engine and the LLM loop (its fallback and its "the model looked at
+nothing" path): which tool applies to which attachment (``diagnose`` for logs,
+``fix_config`` for configs and launch scripts, ``gpu_status`` for GPU snapshots,
+``list_checkpoints`` for checkpoint folders), and log text pasted into the question, which
+is diagnosed through the registry too (as a stream the front door vouches for), so every
+result passes the same single redaction and comes back as :class:`~rlmedic.types.Evidence`.
+A call whose evidence a session already holds is not run again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from rlmedic.agent.events import Event, ToolFinished, ToolStarted
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".sh", ".bash")
+LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".jsonl")
+#: Names that say a folder holds checkpoints (AReaL, slime/Megatron, Hugging Face trainers).
+CHECKPOINT_MARKERS = ("latest_checkpointed_iteration", "iter_", "checkpoints", "checkpoint-", "recover_",
+                      "epoch", "globalstep", "release")
+#: The name the question's own text goes by when it is diagnosed as a log.
+QUESTION_STREAM = "<question>"
+
+
+@dataclass
+class Failure:
+    """A tool call that raised instead of answering (same fields a registry ToolResult has)."""
+
+    name: str
+    ok: bool = False
+    data: dict[str, Any] = field(default_factory=dict)
+    text: str = ""
+    error: str = ""
+    seconds: float = 0.0
+    evidence: Any = None
+
+
+def classify(path: Path, peek: bytes) -> str:
+    """``log``, ``config``, ``snapshot`` or ``checkpoints`` for one attachment."""
+    if path.is_dir():
+        names = [p.name for p in list(path.iterdir())[:200] if not p.name.startswith(".")]
+        if any(n.startswith(CHECKPOINT_MARKERS) for n in names):
+            return "checkpoints"
+        # a folder of per-rank logs is a log even with a stray weight or config file beside them
+        return "log" if any(n.endswith(LOG_SUFFIXES) for n in names) else "checkpoints"
+    name = path.name.lower()
+    head = peek.lstrip()[:1]
+    if name.endswith(".json") and head == b"{" and (b'"gpus"' in peek or b'"nvml"' in peek or b'"driver' in peek):
+        return "snapshot"
+    if name.endswith(CONFIG_SUFFIXES):
+        return "config"
+    return "log"
+
+
+def plan_calls(attachments: Sequence[Path], peek: Callable[[Path], bytes]) -> list[tuple[str, dict[str, Any]]]:
+    """The deterministic tool calls for these attachments."""
+    kinds: dict[str, list[str]] = {"log": [], "config": [], "snapshot": [], "checkpoints": []}
+    for path in attachments:
+        kinds[classify(path, b"" if path.is_dir() else peek(path))].append(str(path))
+    calls: list[tuple[str, dict[str, Any]]] = []
+    if kinds["log"]:
+        calls.append(("diagnose", {"paths": kinds["log"]}))
+    snapshot = kinds["snapshot"][0] if kinds["snapshot"] else None
+    for snap in kinds["snapshot"]:
+        calls.append(("gpu_status", {"snapshot": snap}))
+    configs = kinds["config"]
+    for config in configs:
+        args: dict[str, Any] = {"config": config, "logs": kinds["log"]}
+        if snapshot:
+            args["snapshot"] = snapshot
+        calls.append(("fix_config", args))
+    for root in kinds["checkpoints"]:
+        args = {"root": root}
+        if len(configs) == 1 and not configs[0].endswith((".sh", ".bash")):
+            args["config"] = configs[0]  # the config the run resumes with: the plan lists what differs
+        calls.append(("list_checkpoints", args))
+    return calls
+
+
+def _registry_call() -> Callable[..., Any]:
+    from rlmedic.registry import REGISTRY
+
+    return REGISTRY.call
+
+
+def run_tools(calls: Iterable[tuple[str, dict[str, Any]]], ctx: Any, results: list[Any],
+              call: Callable[..., Any] | None = None) -> Iterator[Event]:
+    """Run ``calls`` through the registry, emitting started/finished events; append to ``results``."""
+    call = call or _registry_call()
+    for n, (name, args) in enumerate(calls, 1):
+        call_id = f"rlmedic-{len(results) + 1}-{n}"
+        yield ToolStarted(id=call_id, name=name, args=args)
+        try:
+            result = call(name, args, ctx)
+        except Exception as exc:  # noqa: BLE001 - a tool bug is one failed step, not a lost answer
+            result = Failure(name=name, error=f"the tool failed: {type(exc).__name__}: {exc}")
+        results.append(result)
+        yield ToolFinished(id=call_id, name=name, ok=result.ok, data=result.data, error=result.error,
+                           seconds=result.seconds)
+
+
+def question_evidence(question: str, ctx: Any) -> Any:
+    """Diagnose the question's own text (pasted log lines, a quoted error) through the registry.
+
+    The signature scan is cheap and precise (a finding needs a known error or symptom
+    pattern), so prose questions go through it as well; Evidence with findings, or None.
+    Always the built-in registry: this is rlmedic reading its own input, not a tool a model picked.
+    """
+    from rlmedic.tools.logs.scan import Source
+
+    if ctx is None:
+        from rlmedic.registry import ToolContext
+
+        ctx = ToolContext.for_roots([], env_roots=False)
+    ctx.streams[QUESTION_STREAM] = Source(name=QUESTION_STREAM, data=question.encode("utf-8", errors="replace"))
+    try:
+        result = _registry_call()("diagnose", {"paths": [QUESTION_STREAM]}, ctx)
+    finally:
+        ctx.streams.pop(QUESTION_STREAM, None)
+    evidence = getattr(result, "evidence", None)
+    if not getattr(result, "ok", False) or evidence is None or not evidence.findings:
+        return None
+    evidence.checked = "the text of the question"
+    evidence.healthy = False  # prose is not a run: no findings says nothing about health
+    return evidence
+
+
+def investigate(question: str, *, attachments: Sequence[Path], ctx: Any, results: list[Any],
+                call: Callable[..., Any] | None = None, known: Iterable[str] = ()) -> Iterator[Event]:
+    """Run the tools the attachments call for (those in ``known`` call keys are skipped): events, results."""
+    from rlmedic.registry import call_key
+
+    if not attachments or ctx is None:
+        return
+    done = set(known) | {r.evidence.call for r in results if getattr(r, "evidence", None) is not None}
+    peek = lambda p: ctx.confinement.read_bytes(p, max_bytes=4096)  # noqa: E731
+    calls = [c for c in plan_calls(attachments, peek) if call_key(*c) not in done]
+    yield from run_tools(calls, ctx, results, call)
+
+
+def attachment_texts(attachments: Sequence[Path], ctx: Any, max_bytes: int = 2_000_000) -> list[str]:
+    """The text of attached logs (the first ``max_bytes`` of each, read through the confinement), for
+    matching known issues and reading versions; unreadable ones are skipped (the tools report them)."""
+    out: list[str] = []
+    if ctx is None:
+        return out
+    for path in attachments:
+        try:
+            if path.is_dir() or classify(path, ctx.confinement.read_bytes(path, max_bytes=4096)) != "log":
+                continue
+            out.append(ctx.confinement.read_text(path, max_bytes=max_bytes))
+        except Exception:  # noqa: BLE001 - gzip, binary or unreadable: the diagnose tool reports it
+            continue
+    return out

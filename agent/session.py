@@ -1,0 +1,360 @@
+"""One conversation, for every front door: ``ask``, ``chat``, ``web``, Slack and ``eval``.
+
+A :class:`Session` holds what a follow-up needs, with or without a model:
+
+- the **attachments** and the folders they may be read from (the confinement: only they,
+  plus the front door's own folder, are readable roots; a model can never widen them);
+- the **evidence** gathered so far (:class:`rlmedic.types.Evidence`, already redacted by
+  the registry), so a follow-up reuses the earlier findings instead of re-reading files
+  and the offline engine still knows what the first answer was about;
+- the **history** of questions and what each answer concluded.
+
+A session with a thread id is saved in the data dir (``sessions/<id>/session.json``, private
+folders; its ``files/`` holds what the front door received: Slack downloads, stdin) and
+loaded again by the next question on that thread, in any front door and after a restart.
+The LLM loop keeps the model's own messages under the same thread id. Old threads are
+pruned (by count and age), with their model memory. Everything written is redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from rlmedic.agent.events import Answer, Event, Final
+from rlmedic.errors import UserError
+from rlmedic.redact import redact
+
+#: Threads kept in the data dir, and how long an untouched one is kept.
+MAX_THREADS = 200
+MAX_AGE_S = 30 * 24 * 3600
+#: Turns and evidence items kept per thread; characters kept of each question.
+MAX_TURNS = 20
+MAX_EVIDENCE = 24
+MAX_QUESTION_CHARS = 4000
+
+
+def _safe(thread_id: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", thread_id).strip("._") or "thread"
+    return name[:120]
+
+
+class SessionStore:
+    """Saved sessions under ``<data dir>/sessions``: one private folder per thread id."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        if root is None:
+            from rlmedic.settings import data_dir
+
+            root = data_dir() / "sessions"
+        self.root = Path(root)
+        self._lock = threading.Lock()
+
+    def folder(self, thread_id: str, *, create: bool = True) -> Path:
+        path = self.root / _safe(thread_id)
+        if create:
+            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return path
+
+    def files_dir(self, thread_id: str) -> Path:
+        """Where a front door keeps the files it received for this thread (private, 0700)."""
+        path = self.folder(thread_id) / "files"
+        path.mkdir(exist_ok=True, mode=0o700)
+        return path
+
+    def known(self, thread_id: str) -> bool:
+        return (self.folder(thread_id, create=False) / "session.json").is_file()
+
+    def load(self, thread_id: str) -> dict[str, Any]:
+        try:
+            data = json.loads((self.folder(thread_id, create=False) / "session.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def save(self, thread_id: str, state: dict[str, Any]) -> None:
+        with self._lock:
+            path = self.folder(thread_id) / "session.json"
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(state, handle, ensure_ascii=False, default=str)
+            os.replace(tmp, path)
+        self.prune(keep=thread_id)
+
+    def drop(self, thread_id: str) -> None:
+        """Forget a thread: its folder and the model's memory of it."""
+        shutil.rmtree(self.folder(thread_id, create=False), ignore_errors=True)
+        forget_model_memory(thread_id)
+
+    def prune(self, *, keep: str = "", max_threads: int = MAX_THREADS, max_age_s: float = MAX_AGE_S) -> list[str]:
+        """Drop threads older than ``max_age_s`` and the oldest beyond ``max_threads``; their ids."""
+        try:
+            entries = [(p.stat().st_mtime, p) for p in self.root.iterdir() if p.is_dir()]
+        except OSError:
+            return []
+        entries.sort(reverse=True)
+        now = time.time()
+        dropped = []
+        for n, (mtime, path) in enumerate(entries):
+            if path.name == _safe(keep):
+                continue
+            if n >= max_threads or now - mtime > max_age_s:
+                thread_id = self.load(path.name).get("thread_id") or path.name
+                self.drop(thread_id)
+                dropped.append(thread_id)
+        return dropped
+
+
+def forget_model_memory(thread_id: str) -> None:
+    """Delete the LLM loop's checkpoints of ``thread_id`` (if that memory exists at all)."""
+    from rlmedic.settings import data_dir
+
+    path = data_dir() / "conversations.sqlite"
+    if not path.is_file():
+        return
+    import sqlite3
+
+    try:
+        with sqlite3.connect(str(path)) as db:
+            for table in ("checkpoints", "writes"):
+                db.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))  # noqa: S608 - fixed names
+    except sqlite3.Error:
+        pass
+
+
+@dataclass
+class Turn:
+    """A question and what its answer concluded (the full answer object while the process lives)."""
+
+    question: str
+    attachments: list[str] = field(default_factory=list)
+    summary: str = ""
+    category: str = ""
+    engine: str = ""
+    diff_sha: str = ""
+    answer: Answer | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"question": self.question, "attachments": self.attachments, "summary": self.summary,
+                "category": self.category, "engine": self.engine, "diff_sha": self.diff_sha}
+
+
+class Session:
+    """Attachments (= readable roots), evidence so far and history of one thread; :meth:`ask` answers.
+
+    ``roots`` are folders the tools may read besides the attachments (the web app's upload
+    folder, a Slack thread's folder); ``env_roots`` adds ``RLMEDIC_ALLOWED_ROOTS`` (terminal
+    front doors do, servers do not). With ``persist`` (the default when a ``thread_id`` is
+    given) the session is saved after each answer and restored from the store on creation.
+    """
+
+    def __init__(self, thread_id: str | None = None, *, offline: bool = False, config: Any = None,
+                 index_dir: str | os.PathLike[str] | None = None, roots: list[Path] | None = None,
+                 env_roots: bool = True, kb: Any = None, deadline_s: float | None = 300,
+                 store: SessionStore | None = None, persist: bool | None = None, prefix: str = "chat") -> None:
+        self.persist = bool(thread_id) if persist is None else persist
+        self.prefix = prefix
+        self.thread_id = thread_id or f"{prefix}-{uuid.uuid4().hex[:12]}"
+        self.offline = offline
+        self.config = config
+        self.index_dir = index_dir
+        self.roots = [Path(r) for r in roots or []]
+        self.env_roots = env_roots
+        self.deadline_s = deadline_s
+        self.attachments: list[Path] = []
+        self.evidence: list[Any] = []
+        self.turns: list[Turn] = []
+        self.streams: dict[str, Any] = {}
+        self.notices: list[str] = []  # for the front door: e.g. "only the end of stdin was kept"
+        self._tmp: str | None = None
+        self._kb = kb
+        self._store = store
+        if self.persist:
+            self._restore()
+
+    # ------------------------------------------------------------------ storage
+
+    @property
+    def store(self) -> SessionStore:
+        if self._store is None:
+            self._store = SessionStore()
+        return self._store
+
+    def files_dir(self) -> Path:
+        """This thread's private folder for files a front door received (a readable root)."""
+        folder = self.store.files_dir(self.thread_id)
+        if folder not in self.roots:
+            self.roots.append(folder)
+        return folder
+
+    def _restore(self) -> None:
+        from rlmedic.types import Evidence
+
+        state = self.store.load(self.thread_id)
+        if not state:
+            return
+        for raw in state.get("roots") or []:
+            path = Path(raw)
+            if path.exists() and path not in self.roots:
+                self.roots.append(path)
+        for raw in state.get("attachments") or []:
+            path = Path(raw)
+            if path.exists() and path not in self.attachments:
+                self.attachments.append(path)
+        for item in state.get("evidence") or []:
+            try:
+                self.evidence.append(Evidence.model_validate(item))
+            except ValueError:
+                continue  # written by another version: the tools run again
+        turn_fields = set(Turn.__dataclass_fields__) - {"answer"}
+        self.turns = [Turn(**{k: v for k, v in t.items() if k in turn_fields}) for t in state.get("turns") or []
+                      if isinstance(t, dict) and t.get("question")]
+
+    def save(self) -> None:
+        if not self.persist:
+            return
+        self.store.save(self.thread_id, {
+            "thread_id": self.thread_id,
+            "saved_at": time.time(),
+            "roots": [str(p) for p in self.roots],
+            "attachments": [str(p) for p in self.attachments],
+            "evidence": [e.model_dump(mode="json") for e in self.evidence[-MAX_EVIDENCE:]],
+            "turns": [t.to_dict() for t in self.turns[-MAX_TURNS:]],
+        })
+
+    # ------------------------------------------------------------------ attachments
+
+    def attach(self, *paths: str | os.PathLike[str]) -> list[Path]:
+        """Add files or folders (they become readable roots); a missing path is a :class:`UserError`."""
+        added = []
+        for raw in paths:
+            path = Path(raw).expanduser()
+            if not path.exists():
+                raise UserError(f"{raw}: no such file or directory")
+            resolved = path.resolve()
+            if resolved not in self.attachments:
+                self.attachments.append(resolved)
+                added.append(resolved)
+        return added
+
+    def attach_stdin(self, stream: Any = None, cap: int | None = None) -> Path:
+        """Save standard input into the session's private folder and attach it (``--attach -``)."""
+        import sys
+
+        from rlmedic.agent.attachments import STDIN_CAP_BYTES, save_stream
+
+        folder = self.files_dir() if self.persist else self._scratch()
+        path, note = save_stream(stream or sys.stdin.buffer, folder, cap or STDIN_CAP_BYTES)
+        if note:
+            self.notices.append(note)
+        self.attach(path)
+        return path
+
+    def _scratch(self) -> Path:
+        import tempfile
+
+        if not self._tmp:
+            self._tmp = tempfile.mkdtemp(prefix="rlmedic-stdin-")
+            os.chmod(self._tmp, 0o700)
+            self.roots.append(Path(self._tmp))
+        return Path(self._tmp)
+
+    def close(self) -> None:
+        """Remove the scratch folder of an unsaved session (stdin copies)."""
+        if self._tmp:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def detach(self, *paths: str | os.PathLike[str]) -> list[Path]:
+        """Drop the named attachments, or all of them when none is named (their evidence goes too)."""
+        if not paths:
+            dropped, self.attachments = self.attachments, []
+        else:
+            wanted = {Path(p).expanduser().resolve() for p in paths}
+            dropped = [p for p in self.attachments if p in wanted]
+            self.attachments = [p for p in self.attachments if p not in wanted]
+        gone = {str(p) for p in dropped}
+        self.evidence = [e for e in self.evidence if not any(g in e.call for g in gone)]
+        return dropped
+
+    def reset(self) -> None:
+        """Forget the history and the evidence and start a new thread (attachments stay)."""
+        if self.persist:
+            self.store.drop(self.thread_id)
+        self.thread_id = f"{self.prefix}-{uuid.uuid4().hex[:12]}"
+        self.turns = []
+        self.evidence = []
+
+    # ------------------------------------------------------------------ asking
+
+    def knowledge(self) -> Any:
+        if self._kb is None:
+            from rlmedic.knowledge.index import KnowledgeBase
+
+            self._kb = KnowledgeBase(self.index_dir)
+        return self._kb
+
+    def context(self, cancel: threading.Event | None = None) -> Any:
+        """The registry's ToolContext: the roots are the attachments and the front door's folders."""
+        from rlmedic.registry import ToolContext
+
+        roots = [*self.roots, *self.attachments]
+        ctx = ToolContext.for_roots(roots, env_roots=self.env_roots, deadline_s=self.deadline_s,
+                                    index_dir=self.index_dir, cancel=cancel)
+        ctx.streams = dict(self.streams)
+        ctx._knowledge = self.knowledge()
+        return ctx
+
+    def ask(self, question: str, *, cancel: threading.Event | None = None, transcript: list[Any] | None = None,
+            budgets: Any = None) -> Iterator[Event]:
+        """The engine's events for ``question``; the last one is ``Final``. The turn and the new
+        evidence are kept (and saved for a named thread)."""
+        from rlmedic.agent.engine import answer_events
+
+        question = question.strip()
+        if not question:
+            raise UserError("empty question")
+        turn = Turn(redact(question[:MAX_QUESTION_CHARS]), attachments=[str(p) for p in self.attachments])
+        earlier = list(self.evidence)
+        history = [t.to_dict() for t in self.turns]
+        self.turns.append(turn)
+        gathered: list[Any] = []
+        extra = {"budgets": budgets} if budgets is not None else {}
+        for event in answer_events(question, attachments=list(self.attachments), ctx=self.context(cancel),
+                                   offline=self.offline, config=self.config, thread_id=self.thread_id,
+                                   kb=self.knowledge(), earlier=earlier, history=history, gathered=gathered,
+                                   transcript=transcript, **extra):
+            if isinstance(event, Final):
+                self._keep(turn, event.answer, gathered)
+            yield event
+            if cancel is not None and cancel.is_set():
+                return
+
+    def _keep(self, turn: Turn, answer: Answer, gathered: list[Any]) -> None:
+        import hashlib
+
+        turn.answer = answer
+        turn.summary = redact((answer.summary or answer.root_cause)[:500])
+        turn.category = answer.category
+        turn.engine = answer.engine
+        diff = answer.config_diff.strip()
+        turn.diff_sha = hashlib.sha256(diff.encode()).hexdigest()[:16] if diff else ""
+        known = {e.call for e in self.evidence}
+        for evidence in gathered:
+            if evidence.call and evidence.call in known:
+                self.evidence = [e for e in self.evidence if e.call != evidence.call]
+            self.evidence.append(evidence)
+        self.save()
+
+    def diff_shown(self, sha: str) -> bool:
+        """Whether an earlier answer in this thread already showed this config diff."""
+        return bool(sha) and any(t.diff_sha == sha for t in self.turns[:-1])
