@@ -85,6 +85,12 @@ def kb(tmp_path_factory: pytest.TempPathFactory) -> KnowledgeBase:
     return kb
 
 
+@pytest.fixture(autouse=True)
+def _threads_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipped known-issue records may hold the same error line: these tests are about threads."""
+    monkeypatch.setenv("RLMEDIC_KNOWN_ISSUES_BUILTIN", "0")
+
+
 def test_error_lines_match_across_numbers_and_log_prefixes() -> None:
     log_keys = error_keys(LOG.read_text())
     assert any(keys_match(q, k) for q in log_keys for k in error_keys([THREAD_ERROR]))

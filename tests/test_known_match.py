@@ -103,8 +103,8 @@ def test_unrelated_text_matches_nothing(pack: Pack) -> None:
 
 def test_the_framework_named_breaks_a_tie(pack: Pack) -> None:
     question = "engine fails at start"
-    plain = {m.record.id: m.score for m in match(question=question, pack=pack, k=10)}
-    boosted = {m.record.id: m.score for m in match(question=question, pack=pack, k=10, frameworks=["vllm"])}
+    plain = {m.record.id: m.score for m in match(question=question, pack=pack, k=10, min_score=0)}
+    boosted = {m.record.id: m.score for m in match(question=question, pack=pack, k=10, frameworks=["vllm"], min_score=0)}
     assert boosted["fx-vllm-sleep-cumem"] > plain.get("fx-vllm-sleep-cumem", 0)
     assert all(boosted[i] == plain[i] for i in plain if i != "fx-vllm-sleep-cumem" and i in boosted
                and "vllm" not in pack.by_id()[i].frameworks)

@@ -12,8 +12,10 @@ from collections.abc import Callable, Sequence
 from rlmedic.knowledge.known.match import KnownMatch
 from rlmedic.types import Citation
 
-#: Matches by similarity only are mentioned, never lead; at most this many.
+#: Matches by similarity only are mentioned, never lead; at most this many, scoring at least RELATED_MIN
+#: (a paraphrase of a record's symptoms scores ~0.3; a different bug in the same area ~0.15).
 RELATED_MAX = 2
+RELATED_MIN = 0.25
 
 
 def leading(matches: Sequence[KnownMatch]) -> list[KnownMatch]:
@@ -42,7 +44,10 @@ def known_lines(matches: Sequence[KnownMatch], cite: Callable[[Citation], int]) 
     for m in rest:
         if m.version_status == "fixed_in_yours" and m.certain:
             lines.append(f"Known issue {m.record.source} matches your error, but {_tail(m.advice)} [{cite(m.citation)}]")
-    related = [m for m in rest if not (m.version_status == "fixed_in_yours" and m.certain)][:RELATED_MAX]
+    also = [m for m in rest if m.certain and m.version_status != "fixed_in_yours"][:RELATED_MAX]
+    for m in also:
+        lines.append(f"Also a known issue with this error: {m.record.title} [{cite(m.citation)}]: {m.advice}")
+    related = [m for m in rest if not m.certain and m.score >= RELATED_MIN][:RELATED_MAX]
     for m in related:
         lines.append(f"Possibly related known issue: {m.record.title} [{cite(m.citation)}]: {m.advice}")
     return lines

@@ -33,6 +33,8 @@ from rlmedic.types import Citation, Fix
 #: Base score of each stage; the similarity of the whole text adds up to SIM_WEIGHT on top.
 BASE = {"exact": 1.0, "regex": 0.9, "exception": 0.6, "similar": 0.0}
 SIM_WEIGHT = 0.3
+#: The word-overlap F-measure that counts as a similarity of 1 (divided into it, capped at 1).
+SIM_SCALE = 2.5
 #: An error string shared by many records loses up to this much (it names a kind of failure, not one bug).
 GENERIC_PENALTY = 0.3
 #: Each further error string of the same record found in the user's lines.
@@ -47,7 +49,8 @@ EXC_COMMON_TYPE = 3
 EXC_COMMON_LEAD_OVERLAP = 0.85
 #: A match on a string at most this many records share may lead an answer.
 MAX_SHARED_TO_LEAD = 2
-FRAMEWORK_BOOST = 0.08
+#: A record of a framework named in the question or log gains this share of its score.
+FRAMEWORK_BOOST = 0.25
 #: A record whose fix is in the user's release keeps this share of its score.
 FIXED_DEMOTION = 0.5
 #: Matches below this score are noise and are not returned.
@@ -146,29 +149,51 @@ class _Index:
             if r.symptoms.exception:
                 self.exceptions.setdefault(_short_exc(r.symptoms.exception), []).append(i)
         self.words = [set(_words(r.search_text())) for r in self.records]
+        #: the words a user would see (title, errors, exception, situation, tags), not the explanation
+        self.symptom_words = [set(_words("\n".join([r.title, *r.symptoms.errors, r.symptoms.exception,
+                                                     r.symptoms.situation, *r.symptoms.tags, *r.components])))
+                              for r in self.records]
         self._bm25 = None
 
     def similarity(self, query: str) -> dict[int, float]:
-        """record index -> BM25 score scaled to [0, 1] by the best one (empty when nothing shares a word)."""
-        tokens = [t for t in _words(query)]
+        """record index -> similarity in [0, 1] for the BM25 candidates (empty when nothing shares a word).
+
+        BM25 picks the candidates; the score is absolute so that "nothing close" stays low: the harmonic
+        mean of the share of the query's word weight the record has and the share of the record's the
+        query has (weights: idf scaled so a word only one record has weighs 1), times SIM_SCALE.
+        """
+        tokens = set(_words(query))
         if not tokens or not self.records:
             return {}
         if self._bm25 is None:
+            import math
+
             import bm25s
 
             self._bm25 = bm25s.BM25()
             self._bm25.index([_words(r.search_text()) or ["_empty_"] for r in self.records], show_progress=False)
+            df: Counter = Counter(w for words in self.words for w in words)
+            top = math.log(1 + len(self.records))
+            self._weight = {w: math.log(1 + len(self.records) / n) / top for w, n in df.items()}
         vocab = self._bm25.vocab_dict
         known = [t for t in tokens if t in vocab]
         if not known:
             return {}
         n = min(len(self.records), 20)
         docs, scores = self._bm25.retrieve([known], k=n, show_progress=False, n_threads=1)
-        pairs = [(int(d), float(s)) for d, s in zip(docs[0], scores[0]) if s > 0]
-        if not pairs:
-            return {}
-        best = pairs[0][1]
-        return {d: s / best for d, s in pairs}
+        w = self._weight
+        query_mass = sum(w.get(t, 0.0) for t in tokens)
+        out = {}
+        for d, score in zip(docs[0], scores[0]):
+            if score <= 0:
+                continue
+            words, symptoms = self.words[int(d)], self.symptom_words[int(d)]
+            # how much of the query the record explains, and how much of the record's symptoms the query shows
+            p = sum(w.get(t, 0.0) for t in tokens & words) / max(query_mass, 1e-9)
+            r = sum(w.get(t, 0.0) for t in tokens & symptoms) / max(sum(w.get(t, 0.0) for t in symptoms), 1e-9)
+            f = 2 * p * r / (p + r) if p + r else 0.0
+            out[int(d)] = min(1.0, f * SIM_SCALE)
+        return out
 
 
 _INDEXES: dict[int, tuple[Pack, _Index]] = {}
@@ -338,7 +363,7 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     out = []
     for m in found.values():
         if wanted and set(m.record.frameworks) & wanted:
-            m.score += FRAMEWORK_BOOST
+            m.score *= 1 + FRAMEWORK_BOOST
         _versions(m, versions)
         if m.score >= min_score:
             out.append(m)
