@@ -73,8 +73,9 @@ class Alert:
     #: "Known issue owner/repo#N, fixed in ...: upgrade ..." when a known-issue record matches the window
     known: str = ""
 
-    def text(self) -> str:
-        lines = [f":rotating_light: rlmedic watch: {self.title}", self.summary]
+    def text(self, *, slack: bool = True) -> str:
+        """The alert as text; ``slack=False`` leaves out Slack's emoji shortcode (a terminal shows it raw)."""
+        lines = [f"{':rotating_light: ' if slack else ''}rlmedic watch: {self.title}", self.summary]
         if self.known:
             lines.append(self.known)
         if self.evidence:

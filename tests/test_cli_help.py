@@ -33,7 +33,26 @@ def test_usage_and_option_lines_are_plain() -> None:
         assert not any(w in text for w in INTERNAL_WORDS), (name, text)
     diagnose = runner.invoke(app, ["diagnose", "--help"]).stdout
     assert "Usage: rlmedic diagnose [OPTIONS] PATH..." in diagnose
-    assert "--fail-on error|critical" in diagnose
+    assert "--fail-on warning|error|critical" in diagnose
+
+
+def test_help_names_every_choice_and_no_doubled_ellipsis() -> None:
+    """An option's value label lists every value it takes (``--fail-on`` accepts ``warning``),
+    and an argument of many values reads ``PATH...``, not ``PATH......``."""
+    import enum
+
+    checked = 0
+    for name, command in COMMANDS.items():
+        text = runner.invoke(app, [name, "--help"]).stdout
+        assert "...." not in text, (name, text)
+        for param in command.params:
+            kind = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+            if param.param_type_name == "option" and isinstance(kind, type) and issubclass(kind, enum.Enum):
+                label = next(line for line in text.splitlines() if param.opts[-1] in line)
+                missing = [c.value for c in kind if str(c.value) not in label]
+                assert not missing, (name, param.opts, label, missing)
+                checked += 1
+    assert checked >= 1  # --fail-on at least
     assert "--index-dir DIR" in runner.invoke(app, ["search", "--help"]).stdout
 
 

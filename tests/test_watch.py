@@ -219,10 +219,12 @@ def test_watch_once_prints_to_stdout_and_webhook_gets_json(slack: FakeSlack, tmp
     result = runner.invoke(app, ["watch", str(log), "--once"])
     assert result.exit_code == 0, result.output
     assert result.stdout.count("rlmedic watch: the run failed (cuda-oom") == 1
+    assert ":rotating_light:" not in result.stdout  # a Slack shortcode means nothing on a terminal
     result = runner.invoke(app, ["watch", str(log), "--once", "--webhook", slack.url + "/hooks/alerts"])
     assert result.exit_code == 0, result.output
     [hook] = [c for c in slack.calls if c.method == "/hooks/alerts"]
     assert "cuda-oom" in hook.args["text"] and hook.args["alert"]["kind"] == "failure"
+    assert hook.args["text"].startswith(":rotating_light: ")  # Slack renders it
     result = runner.invoke(app, ["watch", str(log), "--once", "--slack-channel", "C1"])
     assert result.exit_code == 2 and "SLACK_BOT_TOKEN" in result.output
 

@@ -57,7 +57,7 @@ def webhook_sink(url: str) -> Callable[[Any], None]:
 
 
 def stdout_sink(alert: Any) -> None:
-    typer.echo(alert.text() + "\n", color=False)
+    typer.echo(alert.text(slack=False) + "\n", color=False)
 
 
 def choose_sink(slack_channel: str | None, webhook: str | None) -> tuple[str, Callable[[Any], None]]:
@@ -74,7 +74,7 @@ def choose_sink(slack_channel: str | None, webhook: str | None) -> tuple[str, Ca
 
 
 def watch(
-    paths: list[Path] = typer.Argument(..., metavar="PATH...", help="Log files or folders of rank logs to follow."),
+    paths: list[Path] = typer.Argument(..., metavar="PATH", help="Log files or folders of rank logs to follow."),
     slack_channel: Optional[str] = typer.Option(None, "--slack-channel", help="Post alerts to this channel (needs SLACK_BOT_TOKEN)."),
     webhook: Optional[str] = typer.Option(None, "--webhook", help="POST alerts as JSON to this URL (a Slack incoming webhook works)."),
     interval: float = typer.Option(10.0, "--interval", min=0.05, help="Seconds between looks at the logs."),
