@@ -336,6 +336,22 @@ def test_plain_hf_dirs(tmp_path: Path) -> None:
     assert plan.mode == "from-weights" and plan.resume_from.step == 500
 
 
+def test_a_damaged_newest_hf_save_exits_1_an_older_one_only_warns(tmp_path: Path) -> None:
+    """README and --help: exit 1 when the checkpoint a resume would load is damaged."""
+    hf_save(tmp_path / "run" / "checkpoint-500")
+    hf_save(tmp_path / "run" / "checkpoint-1000", empty=True)
+    result = runner.invoke(app, ["checkpoints", str(tmp_path), "--json"])
+    assert result.exit_code == 1, result.output
+    [issue] = [i for i in json.loads(result.stdout)["issues"] if i["id"] == "damaged-checkpoint"]
+    assert issue["severity"] == "error" and "checkpoint-1000" in issue["file"]
+    older = tmp_path / "older"
+    hf_save(older / "run" / "checkpoint-500", empty=True)
+    hf_save(older / "run" / "checkpoint-1000")
+    result = runner.invoke(app, ["checkpoints", str(older), "--json"])
+    assert result.exit_code == 0, result.output
+    assert [i["severity"] for i in json.loads(result.stdout)["issues"] if i["id"] == "damaged-checkpoint"] == ["warning"]
+
+
 def test_storage_warnings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     areal_tree(tmp_path)
     overlay = [Mount("/", "overlay", "overlay")]

@@ -24,7 +24,7 @@ def checkpoints(
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """List checkpoints with steps, times and sizes; check integrity; print the exact resume command.
-    Exit 1 when none are found (or one is damaged)."""
+    Exit 1 when none are found, or the newest (or an AReaL recover or Megatron one) is damaged."""
     from rlmedic.ui.cli import print_json, run_tool
 
     report = run_tool("list_checkpoints", {"root": str(root), "experiment_name": experiment_name, "trial_name": trial_name,

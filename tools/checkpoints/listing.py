@@ -330,9 +330,13 @@ def list_checkpoints(
             report.issues.append(_name_mismatch(experiment_name, trial_name, report.experiments))
         ckpts = kept
     report.checkpoints = sorted(ckpts, key=lambda c: (c.step if c.step is not None else -1, c.kind, c.path))
+    # the newest checkpoint is what a resume loads: damaged, it is an error whatever its kind (an
+    # older damaged Hugging Face save is only a warning: the newer one is there)
+    newest = max(report.selected(), key=lambda c: (c.step if c.step is not None else -1, c.mtime), default=None)
     for c in report.checkpoints:
         for problem in c.issues:
-            report.issues.append(checkpoint_issue("damaged-checkpoint", "error" if c.kind in ("areal_recover", "megatron") else "warning",
+            severe = c.kind in ("areal_recover", "megatron") or c is newest
+            report.issues.append(checkpoint_issue("damaged-checkpoint", "error" if severe else "warning",
                                        f"{c.path}: {problem}", c.path,
                                        card_citation("recover-checkpoint-invalid" if c.kind == "areal_recover" else "recovery-checkpoint-missing")))
     if not report.checkpoints and any(i.id == "name-mismatch" for i in report.issues):
