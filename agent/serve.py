@@ -85,7 +85,7 @@ def build_command(opts: ServeOptions) -> list[str]:
             f"{opts.model}: unknown model family, so no tool-call parser; pass --tool-call-parser "
             "(e.g. qwen25, llama3, mistral)"
         )
-    python = opts.sglang_python or os.environ.get("RLMEDIC_SGLANG_PYTHON") or sys.executable
+    python = sglang_python(opts)
     cmd = [python, "-m", "sglang.launch_server", "--model-path", opts.model,
            "--host", opts.host, "--port", str(opts.port), "--tp", str(opts.tp),
            "--tool-call-parser", tool_parser]
@@ -96,6 +96,38 @@ def build_command(opts: ServeOptions) -> list[str]:
     if opts.context_length is not None:
         cmd += ["--context-length", str(opts.context_length)]
     return cmd
+
+
+def sglang_python(opts: ServeOptions) -> str:
+    """The interpreter that runs SGLang: ``--sglang-python``, else ``$RLMEDIC_SGLANG_PYTHON``, else rlmedic's own."""
+    return opts.sglang_python or os.environ.get("RLMEDIC_SGLANG_PYTHON") or sys.executable
+
+
+#: How to point serve-model at SGLang's own venv (SGLang pins its own torch, so it does not
+#: install beside rlmedic's CPU build).
+SGLANG_PYTHON_HINT = ("install SGLang in its own venv and pass --sglang-python /path/to/that/venv/bin/python "
+                      "(or set RLMEDIC_SGLANG_PYTHON)")
+
+
+def default_python_note(opts: ServeOptions) -> str | None:
+    """A line for the user when SGLang would run under rlmedic's own Python (nothing chose another)."""
+    if opts.sglang_python or os.environ.get("RLMEDIC_SGLANG_PYTHON"):
+        return None
+    return f"no --sglang-python given: SGLang would run under rlmedic's own Python ({sys.executable}); {SGLANG_PYTHON_HINT}"
+
+
+def sglang_missing(python: str, timeout_s: float = 60.0) -> str | None:
+    """Why ``python`` cannot run SGLang (no such interpreter, or no ``sglang`` module); None when it can."""
+    probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('sglang') else 3)"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, timeout=timeout_s)
+    except OSError as exc:
+        return f"cannot run {python}: {exc.strerror or exc}"
+    except subprocess.TimeoutExpired:
+        return None  # a slow interpreter is not a missing module: let the server's own start say more
+    if done.returncode == 3:
+        return f"{python} has no SGLang (the sglang module is not installed there)"
+    return None
 
 
 def base_url(opts: ServeOptions) -> str:
@@ -155,13 +187,25 @@ def start(cmd: list[str]) -> subprocess.Popen:
 
 def serve(opts: ServeOptions, *, echo: Callable[[str], None] = print, timeout_s: float = 1800.0,
           interval_s: float = 2.0) -> int:
-    """Start, wait for health, print the base URL, run until the server exits or Ctrl-C."""
+    """Start, wait for health, print the base URL, run until the server exits or Ctrl-C.
+
+    An interpreter without SGLang is refused before anything starts, with the way to name the
+    right one (``--sglang-python``); a server that dies while loading names it too.
+    """
     cmd = build_command(opts)
+    missing = sglang_missing(cmd[0])
+    if missing:
+        raise UserError(f"{missing}: {SGLANG_PYTHON_HINT}")
     echo("starting: " + " ".join(cmd))
     process = start(cmd)
     health_url = base_url(opts).removesuffix("/v1") + "/health"
     try:
-        wait_healthy(process, health_url, timeout_s=timeout_s, interval_s=interval_s)
+        try:
+            wait_healthy(process, health_url, timeout_s=timeout_s, interval_s=interval_s)
+        except UserError as exc:
+            if process.poll() is not None:  # it died while loading
+                raise UserError(f"{exc}; is {cmd[0]} SGLang's own venv? (--sglang-python)") from None
+            raise
         echo(f"ready: {base_url(opts)}  (export RLMEDIC_BASE_URL={base_url(opts)})")
         return process.wait()
     except KeyboardInterrupt:

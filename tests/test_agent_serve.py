@@ -168,3 +168,33 @@ def test_serve_prints_the_base_url_when_ready(fake_sglang: Path, monkeypatch: py
     lines: list[str] = []
     assert serve(opts, echo=lines.append, timeout_s=20, interval_s=0.1) == 0
     assert lines[1].startswith(f"ready: http://127.0.0.1:{opts.port}/v1")
+
+
+def test_dry_run_says_when_sglang_would_run_under_rlmedics_own_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RLMEDIC_SGLANG_PYTHON", raising=False)
+    result = CliRunner().invoke(app, ["serve-model", "--model", "Qwen/Qwen2.5-7B-Instruct", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"{sys.executable} -m sglang.launch_server ")  # stdout: the command alone
+    assert "--sglang-python" in result.stderr and "own Python" in result.stderr
+    chosen = CliRunner().invoke(app, ["serve-model", "--model", "Qwen/Qwen2.5-7B-Instruct", "--dry-run",
+                                      "--sglang-python", "/sg/bin/python"])
+    assert chosen.exit_code == 0 and chosen.stderr == ""
+
+
+def test_an_interpreter_without_sglang_is_refused_before_starting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RLMEDIC_SGLANG_PYTHON", raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # no sglang anywhere on this path
+    lines: list[str] = []
+    with pytest.raises(UserError, match="has no SGLang.*--sglang-python"):
+        serve(ServeOptions(model="Qwen/Qwen2.5-7B-Instruct", port=_port()), echo=lines.append, timeout_s=5)
+    assert lines == []  # nothing was started
+    result = CliRunner().invoke(app, ["serve-model", "--model", "Qwen/Qwen2.5-7B-Instruct",
+                                      "--sglang-python", str(tmp_path / "no-such-python")])
+    assert result.exit_code == 2 and "cannot run" in result.stderr and "--sglang-python" in result.stderr
+
+
+def test_a_server_that_dies_while_loading_names_the_interpreter(fake_sglang: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_CRASH", "1")
+    opts = ServeOptions(model="Qwen/Qwen2.5-7B-Instruct", port=_port(), sglang_python=sys.executable)
+    with pytest.raises(UserError, match=r"exited with code 3.*--sglang-python"):
+        serve(opts, echo=lambda _line: None, timeout_s=20, interval_s=0.1)

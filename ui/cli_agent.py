@@ -114,13 +114,16 @@ def serve_model(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the SGLang command and exit."),
 ) -> None:
     """Start an SGLang server for a local model, wait until healthy, print its base URL."""
-    from rlmedic.agent.serve import ServeOptions, build_command, serve
+    from rlmedic.agent.serve import ServeOptions, build_command, default_python_note, serve
 
     opts = ServeOptions(model=model, port=port, host=host, tp=tp, mem_fraction_static=mem_fraction_static,
                         context_length=context_length, sglang_python=sglang_python or "",
                         tool_call_parser=tool_call_parser or "", reasoning_parser=reasoning_parser or "")
     if dry_run:
         typer.echo(" ".join(build_command(opts)))
+        note = default_python_note(opts)
+        if note:
+            typer.echo(f"rlmedic: note: {note}", err=True)
         return
     raise typer.Exit(serve(opts, echo=lambda s: typer.echo(s, err=True)))
 
