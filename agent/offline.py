@@ -44,7 +44,9 @@ def run_offline(question: str, *, attachments: Sequence[Path] = (), ctx: Any = N
         kb = ctx.knowledge()
     answer = compose(question, evidence, kb, history=history, texts=attachment_texts(attachments, ctx))
     answer.notices = list(notices)
-    answer.tool_calls = [{"name": r.name, "ok": r.ok} for r in results]
+    # README's contract: {"name", "args", "ok"} (the registry kept the arguments, redacted)
+    answer.tool_calls = [{"name": r.name, "args": dict(getattr(r, "arguments", None) or {}), "ok": r.ok}
+                         for r in results]
     yield TextDelta(answer.answer)
     yield Final(answer)
 

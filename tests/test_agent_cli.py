@@ -30,6 +30,10 @@ def test_ask_offline_with_a_log_and_a_config_gives_the_structured_answer(tmp_pat
     data = json.loads(result.stdout)
     assert data["engine"] == "offline" and data["category"] == "oom_training"
     assert [c["name"] for c in data["tool_calls"]] == ["diagnose", "fix_config"]
+    # README: each tool call is {"name", "args", "ok"}
+    assert all(set(c) == {"name", "args", "ok"} and c["ok"] for c in data["tool_calls"])
+    assert data["tool_calls"][0]["args"]["paths"] == [str(tmp_path / "train.log")]
+    assert data["tool_calls"][1]["args"]["config"] == str(tmp_path / "config.yaml")
     assert data["root_cause"]["evidence"][0].startswith(str(tmp_path / "train.log") + ":")
     assert data["fixes"][0]["key"] == "actor.mb_spec.max_tokens_per_mb" and data["fixes"][0]["new"] == 2048
     assert "+    max_tokens_per_mb: 2048" in data["config_diff"]
