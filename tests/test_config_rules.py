@@ -164,9 +164,9 @@ def test_upstream_typo_is_migrated_to_rejection_sampling(tmp_path: Path, shared:
     src = SHARED / "corpus" / "areal-configs" / "scaffolding" / "gsm8k_rlvr_scaffolding.yaml"
     before = fingerprint(src)
     result = fix_config(src, confinement=ANYWHERE)
+    # (metric: ratio is the section's default once upper creates it: not listed as a change)
     assert [(c.op, c.key, c.new) for c in result.changes] == [
         ("set", "actor.rejection_sampling.upper", 5.0),
-        ("set", "actor.rejection_sampling.metric", "ratio"),
         ("delete", "actor.behav_imp_weight_cap", None),
     ]
     assert "-  behav_imp_weight_cap: 5.0" in result.diff
@@ -351,7 +351,7 @@ def test_everything_lint_marks_fixable_is_fixed_or_listed(path: Path, rule: str,
         opts["spot"] = spot
         lint = lint_config(path, snapshot=opts.get("snapshot"), spot=spot, confinement=ANYWHERE)
         result = fix_config(path, **opts, confinement=ANYWHERE)
-        handled = {c.key for c in result.changes} | {c.key for c in result.actions}
+        handled = {c.key for c in result.changes} | {c.key for c in result.actions} | {c.key for c in result.settled}
         for problem in lint.problems:
             for change in problem.fixes:
                 assert change.key in handled, (problem.rule, change.key, spot)
@@ -381,3 +381,22 @@ def test_separation_is_the_default_and_the_fixed_config_relints_clean(tmp_path: 
     colocated.write_text((AREAL / "separation_default.yaml").read_text().replace(
         '  backend: "sglang:d8"\n', '  backend: "sglang:d8"\n  scheduling_strategy:\n    type: colocation\n'))
     assert not [p for p in lint_config(colocated, confinement=ANYWHERE).problems if p.rule == "areal-backend-fits-cluster"]
+
+
+def test_a_migration_lists_no_change_that_is_already_in_effect(tmp_path: Path) -> None:
+    """The misspelt removed cap: one set that creates actor.rejection_sampling (nothing was in effect
+    before: the section defaults to null), no "ratio -> ratio", nothing left "to do by hand"."""
+    src = tmp_path / "cap.yaml"
+    src.write_text((AREAL / "base.yaml").read_text().replace("\nactor:\n", "\nactor:\n  behav_imp_weight_cap: 5.0\n", 1))
+    lint = lint_config(src, confinement=ANYWHERE)
+    [typo] = [p for p in lint.problems if p.rule == "schema-typo"]
+    assert "did you mean" not in typo.message and "use actor.rejection_sampling instead" in typo.message
+    result = fix_config(src, confinement=ANYWHERE)
+    assert [(c.op, c.key, c.old, c.new) for c in result.changes] == [
+        ("set", "actor.rejection_sampling.upper", None, 5.0),
+        ("delete", "actor.behav_imp_weight_cap", 5.0, None),
+    ]
+    assert all(c.op != "set" or c.old != c.new for c in result.changes)
+    assert not [a for a in result.actions if "rejection_sampling" in str(a)]
+    assert [c.key for c in result.settled] == ["actor.rejection_sampling.metric"]
+    assert "+  rejection_sampling:\n+    upper: 5.0" in result.diff

@@ -107,7 +107,7 @@ def render_fix(result: Any) -> str:
             what = {"delete": f"remove {c.key} (was {c.old!r})", "rename": f"rename {c.key} -> {c.new}",
                     "remove_flag": f"remove {c.key}", "remove_value": f"drop the value given to the switch {c.key}",
                     "add_flag": f"add {c.key}" + ("" if c.new is True else f" {c.new}")}.get(
-                c.op, f"{c.key}: {c.old!r} -> {c.new!r}")
+                c.op, f"{c.key}: {'(not set)' if c.old is None else repr(c.old)} -> {c.new!r}")
             lines.append(f"  {i}. {what}")
             lines.append(f"     why: {c.reason}")
             if c.citation:

@@ -162,6 +162,15 @@ class ArealConfig(EditableText):
         judged by what AReaL will actually use."""
         if self.has(key):
             return self.get(key)
+        # under a section the file leaves out whose default is null (actor.rejection_sampling), nothing
+        # is in effect: the section's own field defaults apply only once the section is written
+        parts = key.split(".")
+        for i in range(1, len(parts)):
+            prefix = ".".join(parts[:i])
+            if not self.has(prefix):
+                spec = describe_field(prefix)
+                if spec and spec.get("type") == "object" and spec.get("nullable") and spec.get("default") is None:
+                    return None
         return default_of(key)
 
     def get(self, key: str, default: Any = None, *, resolve: bool = True) -> Any:
@@ -716,9 +725,10 @@ def _unknown_key(config: ArealConfig, key: str, value: Any, path: str, scope: Sc
     if close and _plausible(close, value, scope, schema):
         if close in scope.removed:
             replacement = scope.removed[close]
+            # never "did you mean X" for an X that no longer exists: point at what replaced it
             message = (
-                f"{path} is not an AReaL option; did you mean {close!r}? That option was removed and "
-                f"replaced by {_sibling(path, replacement)}"
+                f"{path} is not an AReaL option (it looks like {close}, which AReaL removed); "
+                f"use {_sibling(path, replacement)} instead"
             )
         else:
             message = f"{path} is not an AReaL option; did you mean {_sibling(path, close)!r}?"

@@ -64,6 +64,9 @@ class FixResult:
     diff: str = ""  # unified diff input -> corrected, redacted
     output: str | None = None
     phases: list[str] = field(default_factory=list)
+    #: changes lint proposed that were already in effect when their turn came (an earlier change
+    #: made them true): not applied, not listed as changes
+    settled: list[Fix] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -87,6 +90,7 @@ class FixResult:
             "remaining": [p.to_dict() for p in self.remaining],
             "alternatives": [c.to_dict() for c in self.alternatives],
             "actions": [c.to_dict() for c in self.actions],
+            "settled": [c.to_dict() for c in self.settled],
             "phases": self.phases,
             "diff": self.diff,
         })
@@ -514,6 +518,7 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
         chosen.append(change)
     work = config.copy() if framework == "areal" else _copy_launch(config)
     applied: list[Fix] = []
+    satisfied: list[Fix] = []  # changes whose value was already in effect when their turn came
     # Renames of misspelt options first: the rules' changes then see the renamed keys.
     chosen.sort(key=lambda c: c.op != "rename")
     # Fixes can expose new problems (fewer GPUs -> SGLang and trainer now share one): re-lint and
@@ -521,6 +526,9 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
     for _round in range(MAX_ROUNDS):
         for change in chosen:
             change = in_effect(framework, work, change)
+            if change.op == "set" and change.old is not None and change.old == change.new:
+                satisfied.append(change)  # already what is in effect: listing "5.0 -> 5.0" helps nobody
+                continue
             try:
                 apply_changes(framework, work, [change])
             except UserError as exc:
@@ -539,10 +547,11 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
         if not chosen:
             break
     alternatives = [a for a in alternatives if a.key not in seen]
-    actions += _by_hand(problems, applied, actions)
+    actions += _by_hand(problems, applied + satisfied, actions)
     return FixResult(
         path=config.path, framework=framework, problems=problems, changes=applied, alternatives=alternatives,
         actions=actions, remaining=remaining, text=work.dump(), diff=redact(work.diff()), phases=ctx.phases,
+        settled=satisfied,
     )
 
 
