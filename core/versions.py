@@ -201,12 +201,18 @@ def from_env_json(data: str | dict[str, Any]) -> dict[str, str]:
     return out
 
 
+#: Of a text longer than twice this, only the head and the tail are read for versions.
+BIG_TEXT_PART = 200_000
+
+
 def read_versions(*texts: str) -> dict[str, str]:
     """Every version any reader finds in ``texts``; an explicit ``pip``/env listing beats a banner."""
     out: dict[str, str] = {}
     for text in texts:
         if not text:
             continue
+        if len(text) > 2 * BIG_TEXT_PART:  # banners open a log, the failure ends it: the middle is steps
+            text = text[:BIG_TEXT_PART] + "\n" + text[-BIG_TEXT_PART:]
         stripped = text.lstrip()
         found: dict[str, str] = {}
         if stripped.startswith("{"):

@@ -87,6 +87,7 @@ BAD = [
     (("fixed_in", "pr"), "#2001", "fixed_in.pr '#2001' is not owner/repo#N"),
     (("affected", "versions"), "before 0.5", "not a PEP 440 specifier"),
     (("symptoms", "errors"), [], "symptoms need errors or regexes"),
+    (("symptoms", "errors"), ["ZeroDivisionError"], "is only an exception type"),
     (("cause",), _DELETE, "cause: Field required"),
     (("established_by",), "rumour", "established_by"),
     (("id",), "Engine_Flush", "must be a slug"),

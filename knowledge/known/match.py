@@ -53,6 +53,8 @@ MAX_SHARED_TO_LEAD = 2
 FRAMEWORK_BOOST = 0.25
 #: A record whose fix is in the user's release keeps this share of its score.
 FIXED_DEMOTION = 0.5
+#: A record votes on a category from this score (a similarity of ~0.2: a few shared rare words).
+VOTE_MIN_SCORE = 0.06
 #: Matches below this score are noise and are not returned.
 MIN_SCORE = 0.12
 #: A normalised error string shorter than this matches only a whole line (equal), never a part.
@@ -586,7 +588,7 @@ def vote_category(texts: Sequence[str] | str, k: int = 5, *, pack: Pack | None =
     For an error no log signature knows: what kind of failure do similar known issues say it is?
     ``("other", 0.0, [])`` when no record is near.
     """
-    matches = match(texts, k=k, pack=pack, min_score=0.02)
+    matches = match(texts, k=k, pack=pack, min_score=VOTE_MIN_SCORE)
     if not matches:
         return "other", 0.0, []
     votes: Counter = Counter()

@@ -21,6 +21,8 @@ KNOWN_FRAMEWORKS: tuple[str, ...] = (
 )
 SOURCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}#\d+$")
 ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+#: A Python exception class name alone (``ZeroDivisionError``, ``torch.OutOfMemoryError``)
+_BARE_EXCEPTION = re.compile(r"^(?:[a-z_][a-z0-9_]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Warning)$")
 
 
 class _Strict(BaseModel):
@@ -40,6 +42,9 @@ class Symptoms(_Strict):
         for text in value:
             if len(" ".join(text.split())) < 8:
                 raise ValueError(f"error string {text!r} is too short to match anything reliably (8 characters at least)")
+            if _BARE_EXCEPTION.match(text.strip()):
+                raise ValueError(f"error string {text!r} is only an exception type, which many bugs raise: put it in "
+                                 "symptoms.exception and give the message as the error string")
         return value
 
     @field_validator("regexes")
