@@ -184,3 +184,83 @@ def test_the_page_in_a_headless_browser(web, tmp_path: Path) -> None:
             assert page.get_by_text("diagnose").count() >= 1
         finally:
             browser.close()
+
+
+# ---------------------------------------------------------------------- issue 21: hostile input
+
+
+def test_a_secret_typed_into_the_question_never_comes_back_in_the_history(web) -> None:
+    url, _sessions = web
+    key = "0123456789abcdef0123456789abcdef01234567"
+    _box, history, *_ = _ask(_client(url), f"my run died, I launched it with WANDB_API_KEY={key} set, why?")
+    text = _texts(history)
+    assert key not in text and "WANDB_API_KEY=[REDACTED]" in text
+
+
+def test_gradios_copy_of_an_upload_is_deleted_once_the_session_has_it(web) -> None:
+    url, sessions = web
+    _ask(_client(url), "why did my run die?", [LOG])
+    cache = sessions.root / "gradio"
+    assert os.environ["GRADIO_TEMP_DIR"] == str(cache)  # Gradio's cache lives in the server's folder
+    assert list(sessions.root.glob("s-*/rank2.log"))  # the session's own copy
+    assert not list(cache.rglob("rank2.log"))  # Gradio's copy is gone
+
+
+def _serve(tmp_path: Path):  # noqa: ANN202
+    """`rlmedic web --offline` in its own process, with its own temp folder; (process, port, first stderr line)."""
+    import subprocess
+    import sys
+    import time
+
+    port = _free_port()
+    env = {**os.environ, "TMPDIR": str(tmp_path), "RLMEDIC_HOME": str(tmp_path / "home")}
+    env.pop("GRADIO_TEMP_DIR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "rlmedic", "web", "--offline", "--port", str(port)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()  # printed once the server listens
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            time.sleep(0.2)
+    return proc, port, line
+
+
+def _upload(port: int, path: Path) -> None:
+    import httpx
+
+    with path.open("rb") as fh:
+        reply = httpx.post(f"http://127.0.0.1:{port}/gradio_api/upload", files={"files": (path.name, fh)}, timeout=30)
+    assert reply.status_code == 200, reply.text
+
+
+@pytest.mark.slow  # two server processes, each importing Gradio
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT"])
+def test_the_server_stops_within_5_s_and_leaves_no_upload_behind(how: str, tmp_path: Path) -> None:
+    """SIGTERM (a container stop) and Ctrl-C: the rlmedic-web-* folder, with the sessions' uploads
+    and Gradio's cache in it, is deleted, and the process is gone within 5 s. No share-link hint."""
+    import signal
+    import subprocess
+    import time
+
+    marker = tmp_path / "planted.log"
+    marker.write_text("torch.OutOfMemoryError: CUDA out of memory. PLANTED-UPLOAD-MARKER\n")
+    proc, port, line = _serve(tmp_path)
+    try:
+        assert line.startswith("rlmedic web: http://127.0.0.1:"), line
+        _upload(port, marker)
+        folders = list(tmp_path.glob("rlmedic-web-*"))
+        assert len(folders) == 1 and list(folders[0].rglob("planted.log"))  # Gradio's copy, in our folder
+        started = time.monotonic()
+        proc.send_signal(getattr(signal, how))
+        out, err = proc.communicate(timeout=15)
+        assert time.monotonic() - started < 5, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert not list(tmp_path.glob("rlmedic-web-*"))
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and p != marker and "PLANTED-UPLOAD-MARKER" in p.read_text(errors="replace")]
+    assert "share=True" not in out + err + line

@@ -93,3 +93,12 @@ def web(
     settings = WebSettings(offline=offline, config=_config(offline, base_url, model, api_key), index_dir=existing_index_dir(index_dir),
                            max_upload_mb=max_upload_mb)
     launch(settings, host=host, port=port, auth=credentials, block=True)
+    import sys
+    import threading
+
+    # the upload folders are gone by now; a Gradio thread still closing connections must not hold
+    # the exit past Ctrl-C (a stop within seconds)
+    if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

@@ -133,9 +133,26 @@ def save_uploads(session: Session, files: list[Any], cap_bytes: int) -> list[Pat
             dst = session.folder / f"{dst.stem}-{n}{dst.suffix}"
             n += 1
         shutil.copyfile(src, dst)
+        _drop_gradio_copy(src)
         used += size
         saved.append(dst)
     return saved
+
+
+def _drop_gradio_copy(src: Path) -> None:
+    """Delete Gradio's own copy of an upload (in its cache folder) once the session has its copy:
+    an uploaded log must live in one place, the session folder that is deleted with the session."""
+    cache = os.environ.get("GRADIO_TEMP_DIR")
+    if not cache:
+        return
+    try:
+        resolved, root = src.resolve(), Path(cache).resolve()
+        if resolved.is_relative_to(root) and resolved != root:
+            resolved.unlink(missing_ok=True)
+            if resolved.parent != root:
+                resolved.parent.rmdir()  # Gradio keeps each upload in a folder of its own
+    except OSError:
+        pass  # not empty or already gone: the cache goes with the server's folder at shutdown
 
 
 # ---------------------------------------------------------------------- panels
@@ -190,8 +207,29 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
     from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted
     from rlmedic.ui.render import answer_markdown, root_markdown, step_args, step_result
 
+    from rlmedic.redact import redact
+
     sessions = Sessions(settings)
     cap = settings.max_upload_mb * 1024 * 1024
+    # Gradio's upload cache inside the server's private folder: deleted with it on shutdown
+    # (also on SIGTERM), never left in /tmp/gradio with someone's logs in it
+    cache = sessions.root / "gradio"
+    cache.mkdir(mode=0o700, exist_ok=True)
+    os.environ["GRADIO_TEMP_DIR"] = str(cache)
+
+    def shown(history: list[Any]) -> list[Any]:
+        """The chat as sent to the browser: every message redacted (a secret typed into the question
+        must not come back in the history, nor one the model repeats)."""
+        out = []
+        for m in history:
+            content = getattr(m, "content", None) if not isinstance(m, dict) else m.get("content")
+            if isinstance(content, str) and redact(content) != content:
+                if isinstance(m, dict):
+                    m = {**m, "content": redact(content)}
+                else:
+                    m = gr.ChatMessage(role=m.role, content=redact(content), metadata=m.metadata)
+            out.append(m)
+        return out
 
     def respond(message: dict[str, Any] | str, history: list[Any], request: gr.Request):  # noqa: ANN202
         session = sessions.get(request.session_hash or "anonymous")
@@ -207,7 +245,7 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
             return text.replace(prefix, "") if isinstance(text, str) else text
 
         def out(box: Any = None):  # noqa: ANN202
-            return (box if box is not None else gr.update(), history, local(panels["diag"]), panels["diff"],
+            return (box if box is not None else gr.update(), shown(history), local(panels["diag"]), panels["diff"],
                     panels["download"], panels["plot"], panels["gpu"], local(panels["sources"]), panels["note"])
 
         with session.lock:
@@ -224,7 +262,7 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
             if not user_text:
                 yield out()
                 return
-            history.append(gr.ChatMessage(role="user", content=user_text + (f"\n\n📎 {names}" if names else "")))
+            history.append(gr.ChatMessage(role="user", content=redact(user_text) + (f"\n\n📎 {names}" if names else "")))
             yield out({"text": "", "files": []})
             steps: dict[str, int] = {}
             started: dict[str, float] = {}
@@ -293,7 +331,9 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
     for fn in (respond, read_gpus, closed):
         fn.__annotations__["request"] = gr.Request
 
-    with gr.Blocks(title="rlmedic") as demo:
+    # delete_cache: Gradio's copies of outputs (the corrected-config download) older than a session go too
+    ttl = max(60, int(settings.session_ttl_s))
+    with gr.Blocks(title="rlmedic", delete_cache=(ttl, ttl)) as demo:
         gr.Markdown("## rlmedic: why did my RL run die?\nDrop a training log (`.gz` is fine), a config, a launch "
                     "script or a GPU snapshot, and ask.")
         note = gr.Markdown(OFFLINE_NOTE, visible=settings.offline)
@@ -329,14 +369,41 @@ def _download(session: Session, diff: str) -> str:
 
 def launch(settings: WebSettings, *, host: str = "127.0.0.1", port: int = 7860, auth: tuple[str, str] | None = None,
            block: bool = True) -> tuple[Any, Sessions]:
-    """Start the server (loopback by default, no share link); ``block=False`` returns at once (tests)."""
+    """Start the server (loopback by default, no share link); ``block=False`` returns at once (tests).
+
+    Blocking, it waits for Ctrl-C or SIGTERM itself (not in Gradio's loop, whose shutdown can wait
+    on open connections): the upload folders (sessions and Gradio's cache) are deleted first,
+    then the server is closed with a few seconds' grace.
+    """
+    import signal
+    import sys
+
     demo, sessions = build_app(settings)
     demo.queue(default_concurrency_limit=8)
+    stop = threading.Event()
+    previous: dict[int, Any] = {}
+    if block:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda _n, _f: stop.set())
     try:
-        demo.launch(server_name=host, server_port=port, auth=auth, share=False, prevent_thread_lock=not block,
+        # quiet: Gradio's banner ends with a hint to set share=True, which rlmedic never does
+        demo.launch(server_name=host, server_port=port, auth=auth, share=False, prevent_thread_lock=True,
                     max_file_size=f"{settings.max_upload_mb}mb", allowed_paths=[str(sessions.root)],
-                    ssr_mode=False, quiet=not block, footer_links=["api"])
+                    ssr_mode=False, quiet=True, footer_links=["api"])
+        if not block:
+            return demo, sessions
+        shown_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        print(f"rlmedic web: http://{shown_host}:{demo.server_port}/ (Ctrl-C stops; uploads are deleted then)",
+              file=sys.stderr, flush=True)
+        while not stop.wait(0.5):
+            pass
+        print("rlmedic web: stopping", file=sys.stderr, flush=True)
     finally:
         if block:
             sessions.close_all()
+            closer = threading.Thread(target=demo.close, daemon=True, name="rlmedic-web-close")
+            closer.start()
+            closer.join(timeout=3.0)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     return demo, sessions
