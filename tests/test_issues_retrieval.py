@@ -112,6 +112,7 @@ def test_offline_answer_cites_the_thread_with_its_fix_and_release(kb: KnowledgeB
     assert "Your log: (RolloutWorker pid=2101) Exception: Capture cuda graph failed" in text  # the user's own line
     assert "Fixed by sgl-project/sglang#4400 (merged 2025-03-03) in v0.4.4" in text
     assert "fixed in sglang 0.4.4: upgrade" in text
+    assert "The thread was closed in 2025-03, over a year ago: the code may have changed since." in text
     cited = [c for c in answer.citations if c.ref == "sgl-project/sglang#4321"]
     assert len(cited) == 1 and cited[0].kind == "issue"
     assert cited[0].url == "https://github.com/sgl-project/sglang/issues/4321"

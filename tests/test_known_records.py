@@ -77,6 +77,7 @@ def _mutate(path: tuple[str, ...], value: object) -> dict:
 _DELETE = object()
 BAD = [
     (("colour",), "red", "colour: unknown field"),
+    (("url",), "https://example.org", "url: unknown field (set by the loader"),
     (("fix", "steps"), ["x"], "fix.steps: unknown field"),
     (("category",), "oom", "unknown category 'oom'"),
     (("frameworks",), ["deepspeed-chat"], "unknown framework(s) deepspeed-chat"),

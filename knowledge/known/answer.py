@@ -40,6 +40,9 @@ def known_lines(matches: Sequence[KnownMatch], cite: Callable[[Citation], int]) 
             if fix.key or fix.action.startswith("run: "):
                 lines.append(f"    - {fix}")
         lines.append(f"  {m.advice} <{r.source_url}>")
+        age = _old_thread(r.closed_at)
+        if age:
+            lines.append(f"  {age}")
     rest = [m for m in matches if m not in lead]
     for m in rest:
         if m.version_status == "fixed_in_yours" and m.certain:
@@ -51,6 +54,22 @@ def known_lines(matches: Sequence[KnownMatch], cite: Callable[[Citation], int]) 
     for m in related:
         lines.append(f"Possibly related known issue: {m.record.title} [{cite(m.citation)}]: {m.advice}")
     return lines
+
+
+#: A synced thread closed longer ago than this is flagged: the code may have moved on.
+OLD_THREAD_DAYS = 365
+
+
+def _old_thread(closed_at: str) -> str:
+    """A warning for a thread closed over a year ago ("" otherwise, and for hand-written records)."""
+    if not closed_at:
+        return ""
+    from rlmedic.knowledge.threads import age_days
+
+    days = age_days({"closed_at": closed_at})
+    if days is None or days <= OLD_THREAD_DAYS:
+        return ""
+    return f"The thread was closed in {closed_at[:7]}, over a year ago: the code may have changed since."
 
 
 def _tail(advice: str) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlmedic.knowledge.known.schema import Record
+from rlmedic.knowledge.known.schema import INTERNAL_FIELDS, Record
 
 BUILTIN_DIR = Path(__file__).parent
 ENV_DIRS = "RLMEDIC_KNOWN_ISSUES"
@@ -128,8 +128,9 @@ def validate(data: Any, path: Path, origin: str, problems: list[str]) -> Record 
     if not isinstance(data, dict):
         problems.append(f"{path}: not a mapping of record fields (see knowledge/known/README.md)")
         return None
-    if "path" in data or "origin" in data:
-        problems.append(f"{path}: 'path' and 'origin' are set by the loader, not in the file")
+    internal = [f for f in INTERNAL_FIELDS if f in data]
+    if internal:
+        problems.append(f"{path}: {', '.join(internal)}: unknown field (set by the loader, not in a record file)")
         return None
     try:
         record = Record.model_validate({**data, "path": str(path), "origin": origin})

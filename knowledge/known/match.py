@@ -522,7 +522,7 @@ def record_from_thread(hit: Any) -> Record | None:
             fix={"summary": fix[:1].upper() + fix[1:] + "." if fix else resolution or "see the thread"},
             fixed_in=fixed_in, sources=(hit.source,),
             established_by="maintainer" if resolution else "reporter",
-            origin="thread", url=hit.url or github_url(hit.source),
+            origin="thread", url=hit.url or github_url(hit.source), closed_at=str(info.get("closed_at") or ""),
         )
     except ValidationError:
         return None

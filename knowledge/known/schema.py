@@ -127,6 +127,10 @@ class Affected(_Strict):
         return text
 
 
+#: Fields the loader sets; a record file may not.
+INTERNAL_FIELDS = ("path", "origin", "url", "closed_at")
+
+
 class Record(_Strict):
     """One known upstream issue: symptoms to match, cause, fix, the release that fixed it, sources."""
 
@@ -146,7 +150,9 @@ class Record(_Strict):
     path: str = ""
     #: ``builtin``, ``team`` or ``thread`` (a synced issue thread converted on load)
     origin: Literal["builtin", "team", "thread"] = "builtin"
+    #: set for synced threads only (their URL and closing date); never written in a record file
     url: str = ""
+    closed_at: str = ""
 
     @field_validator("id")
     @classmethod
