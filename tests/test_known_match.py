@@ -130,3 +130,29 @@ def test_a_huge_log_is_matched_quickly(pack: Pack) -> None:
     # a regex whose line sits in the middle of the noise is still found (hinted lines are kept with context)
     middle = noise[: len(noise) // 2] + "WARN Worker http://10.0.0.9:30000 is unhealthy after 3 consecutive failed health checks\n"
     assert match([middle + noise[len(noise) // 2:]], pack=pack)[0].how == "regex"
+
+
+# Paraphrases written for shipped records (present when this was written): a user's own words, no error string.
+SHIPPED_PARAPHRASES = [
+    ("with pipeline parallel on, my slime run freezes until NCCL times out, but only when I normalize the advantages",
+     "slime-pp-advantage-whiten-allreduce-deadlock"),
+    ("deleting old checkpoints on our NFS share makes the verl megatron save crash with a missing file, "
+     "several ranks seem to race", "verl-megatron-ckpt-retention-rmtree-race-shared-fs"),
+    ("I set rollout max_model_len myself but verl ignores it and takes the value from the HF config",
+     "verl-rollout-max-model-len-overwritten"),
+    ("the rollout importance sampling metrics crash because torch quantile says the tensor is too big with 32k responses",
+     "verl-rollout-is-quantile-input-too-large"),
+    ("workers complain that a dict has no attribute seed because my config dataclass is defined in the launch script",
+     "areal-rpc-config-dataclass-in-main-becomes-dict"),
+]
+
+
+@pytest.mark.parametrize(("question", "want"), SHIPPED_PARAPHRASES, ids=[w for _, w in SHIPPED_PARAPHRASES])
+def test_paraphrases_find_shipped_records(question: str, want: str) -> None:
+    from rlmedic.knowledge.known.load import BUILTIN_DIR
+
+    shipped = load([(BUILTIN_DIR, "builtin")])
+    if want not in shipped.by_id():
+        pytest.fail(f"{want} left the shipped pack: pick another record for this paraphrase")
+    found = match(question=question, pack=shipped, k=3)
+    assert [m.record.id for m in found][:1] == [want], [(m.record.id, round(m.score, 3)) for m in found]
