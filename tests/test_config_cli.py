@@ -97,6 +97,19 @@ def test_fix_config_refuses_to_overwrite_the_input(tmp_path: Path) -> None:
     assert src.read_text() == (AREAL / "mb_tokens.yaml").read_text()
 
 
+def test_a_log_given_to_lint_config_is_named_for_what_it_is(tmp_path: Path) -> None:
+    """Not "invalid YAML at line 3": a training log is not a config, and diagnose reads it."""
+    log = FIXTURES / "logs" / "multirank" / "rank2.log"
+    for command in ("lint-config", "fix-config"):
+        result = run(command, log)
+        assert result.exit_code == 2, result.output
+        assert "not an AReaL config" in result.stderr and "slime launch script" in result.stderr
+        assert "rlmedic diagnose" in result.stderr and "invalid YAML" not in result.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("actor: [1, 2\n")
+    assert "invalid YAML" in run("lint-config", broken).stderr  # a .yaml file keeps the parser's line
+
+
 def test_missing_config_is_one_line_exit_2(tmp_path: Path) -> None:
     result = run("lint-config", tmp_path / "nope.yaml")
     assert result.exit_code == 2

@@ -120,7 +120,19 @@ def load_config(path: str | os.PathLike[str], *, confinement: Confinement) -> tu
         return framework, parse_slime_launch(text, str(path))
     from rlmedic.tools.config.areal import parse_areal_config
 
-    return framework, parse_areal_config(text, str(path))
+    if Path(str(path)).suffix.lower() in (".yaml", ".yml"):
+        return framework, parse_areal_config(text, str(path))
+    try:
+        return framework, parse_areal_config(text, str(path))
+    except UserError as exc:
+        # not named .yaml and not YAML (or not a mapping): most often a log given to the wrong command;
+        # "invalid YAML at line 3" would send the user looking for a typo in a file that is no config
+        if "invalid YAML" not in str(exc) and "YAML mapping" not in str(exc):
+            raise  # a refusal (aliases, depth, tags) keeps its own reason
+        raise UserError(
+            f"{path}: not an AReaL config (a YAML mapping) or a slime launch script; "
+            f"for a training log use `rlmedic diagnose {path}`"
+        ) from None
 
 
 def lint_parsed(framework: str, config: Any, ctx: LintContext) -> list[Finding]:
