@@ -133,6 +133,24 @@ def _reset_clock(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S UTC")
 
 
+#: What resolvers say when a host name cannot be looked up (glibc, musl, macOS).
+_NO_NAME = ("name or service not known", "temporary failure in name resolution", "nodename nor servname",
+            "no address associated with hostname", "name does not resolve", "getaddrinfo failed")
+
+
+def unresolvable(exc: BaseException) -> bool:
+    """True when ``exc`` (or what caused it) is a failed host-name lookup: retrying will not help."""
+    import socket
+
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, socket.gaierror) or any(s in str(exc).lower() for s in _NO_NAME):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 class GitHubClient:
     """GET-only client with ETag caching, Link pagination, rate-limit waits and retries."""
 
@@ -148,6 +166,7 @@ class GitHubClient:
         timeout: float = TIMEOUT_S,
         on_wait: WaitNotice | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        transport: Any = None,
     ) -> None:
         parts = urlsplit(api_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -167,7 +186,8 @@ class GitHubClient:
         import httpx  # lazy: only sync-issues needs it
 
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION, "User-Agent": "rlmedic"}
-        self._http = httpx.Client(timeout=timeout, headers=headers, follow_redirects=False)
+        # transport: the far side of this seam (an httpx transport), for tests of network failures
+        self._http = httpx.Client(timeout=timeout, headers=headers, follow_redirects=False, transport=transport)
         self._httpx = httpx
 
     def close(self) -> None:
@@ -210,6 +230,9 @@ class GitHubClient:
             try:
                 resp = self._http.get(url, headers=headers)
             except self._httpx.TransportError as exc:
+                if unresolvable(exc):  # no DNS or no network: seconds of retries will not change that
+                    raise UserError(f"cannot reach {self.api_url}: its name does not resolve (no network or DNS?): "
+                                    f"{exc}") from exc
                 if attempt >= self.retries:
                     raise UserError(f"cannot reach {self.api_url}: {exc.__class__.__name__}: {exc}") from exc
                 attempt = self._backoff(attempt, f"connection error ({exc.__class__.__name__})")

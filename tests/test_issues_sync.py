@@ -296,3 +296,40 @@ def test_search_kind_issue_from_the_cli(github: FakeGitHub, tmp_path: Path) -> N
     data = json.loads(runner.invoke(app, ["search", ILLEGAL, "--kind", "issue", "--json", "--index-dir", str(tmp_path / "index")]).stdout)
     top = data["results"][0]
     assert top["kind"] == "issue" and top["url"].endswith("/issues/1") and top["fixed_in"] == "v0.4.1"
+
+
+def test_a_name_that_does_not_resolve_is_one_clear_error_at_once() -> None:
+    """No network: a DNS failure is not retried 4 times (22 s) before its error; other connection
+    errors still are."""
+    import socket
+
+    import httpx
+
+    from rlmedic.knowledge.github import GitHubClient, unresolvable
+
+    calls: list[str] = []
+
+    def no_dns(request: httpx.Request) -> httpx.Response:
+        calls.append(str(request.url))
+        try:
+            raise socket.gaierror(-2, "Name or service not known")
+        except socket.gaierror as exc:
+            raise httpx.ConnectError("[Errno -2] Name or service not known", request=request) from exc
+
+    waits: list[float] = []
+    client = GitHubClient("http://127.0.0.1:9", transport=httpx.MockTransport(no_dns), sleep=waits.append)
+    with pytest.raises(UserError, match="does not resolve"):
+        client.get(client.url("repos/o/r/issues"))
+    assert len(calls) == 1 and waits == []
+
+    refused: list[str] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        refused.append(str(request.url))
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+    client = GitHubClient("http://127.0.0.1:9", transport=httpx.MockTransport(refuse), sleep=waits.append, retries=2)
+    with pytest.raises(UserError, match="cannot reach"):
+        client.get(client.url("repos/o/r/issues"))
+    assert len(refused) == 3 and len(waits) == 2
+    assert not unresolvable(httpx.ConnectError("[Errno 111] Connection refused"))
