@@ -49,3 +49,12 @@ def test_the_default_sink_is_stderr(capsys) -> None:
     notices.notice("hello")
     captured = capsys.readouterr()
     assert captured.err == "rlmedic: hello\n" and captured.out == ""
+
+
+def test_a_long_job_off_a_terminal_still_says_what_it_does(lines) -> None:
+    """`rlmedic index` piped or in CI: no bar, but a line when it starts and its time when it ends."""
+    from rlmedic.ui.progress import progress_bar
+
+    with progress_bar("Indexing", enabled=False, after=0) as progress:
+        assert progress is None
+    assert lines[0] == "rlmedic: indexing..." and lines[1].startswith("rlmedic: indexing: done in ")

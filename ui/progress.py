@@ -1,4 +1,5 @@
-"""A progress bar for long CLI jobs (indexing), silent when output is not a terminal."""
+"""A progress bar for long CLI jobs (indexing) on a terminal; elsewhere (a pipe, CI, ``--json``) the
+job still says on stderr when it runs past a few seconds, and how long it took (rlmedic.notices)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from rlmedic.knowledge.ingest import Progress
 
 
 @contextlib.contextmanager
-def progress_bar(label: str, *, enabled: bool = True) -> Iterator[Progress | None]:
+def progress_bar(label: str, *, enabled: bool = True, after: float = 3.0) -> Iterator[Progress | None]:
     if not enabled or not sys.stderr.isatty():
-        yield None
+        from rlmedic.notices import step
+
+        with step(label.lower(), after=after):
+            yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
 
