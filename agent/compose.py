@@ -159,10 +159,15 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
     ruled_out = rules.ruled_out(question)
     framework = framework_in_play(question, evidence)
     topic = _topic(question, history)
-    answer = ground(Answer(answer="", engine="offline"), evidence)
-    answer.fixes = [f for f in answer.fixes if fits(f, framework)]
     roots = [e.root_finding for e in evidence if e.root_finding is not None]
     root = roots[0] if roots else None
+    answer = Answer(answer="", engine="offline")
+    # a known issue that explains the root error leads, cited first
+    known = _known_matches(question, texts, evidence, framework, kb)
+    first = [m for m in _leading(known)[:1] if _explains(m, root, [*texts, question])]
+    known_lead = _known_text(known, answer) if first else []
+    answer = ground(answer, evidence)
+    answer.fixes = [f for f in answer.fixes if fits(f, framework)]
     logs = [e for e in evidence if e.subject == "logs" and e.checked != "the text of the question"]
     healthy = bool(logs) and all(e.healthy for e in logs) and root is None
     has_log = bool(logs)
@@ -179,9 +184,7 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
             where = doc.source + (f" § {doc.section}" if doc.section else "")
             doc_lines.append(f"From your documents ({where}) [{answer.cite(doc.citation)}]: {key_sentences(doc, question)}")
 
-    known = _known_matches(question, texts, evidence, framework, kb)
-    first = [m for m in _leading(known)[:1] if _explains(m, root)]
-    sections["known"] = _known_text(known, answer) if first else []  # cited first: it leads
+    sections["known"] = known_lead
     if first:  # this exact bug is known: its fixes lead, and an exact match decides the category
         # after the exact edits to the user's own config (those are certain), before generic advice
         exact = {str(f) for e in evidence if e.diff for f in e.fixes}
@@ -293,11 +296,11 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
     if known and not first:  # demoted (fixed in the user's release) and merely similar records
         more += _known_text(known, answer)
 
-    order = ["known", "cause", "status", "gpus", "plan", "fixes"]
-    for lead in reversed(leads):  # what the question asks goes first
-        lead = {"cause": "cause", "status": "status", "gpus": "gpus", "plan": "plan", "fixes": "fixes"}[lead]
+    order = ["cause", "status", "gpus", "plan", "fixes"]
+    for lead in reversed(leads):  # what the question asks goes first, after a known issue that explains it
         order.remove(lead)
         order.insert(0, lead)
+    order.insert(1 if history and order[0] == "fixes" else 0, "known")
     if history and "fixes" in leads and sections["fixes"]:
         # a follow-up about the edit: the edit first, the earlier diagnosis in one line
         sections["cause"] = sections["cause"][:1]
@@ -377,14 +380,30 @@ def _known_matches(question: str, texts: Sequence[str], evidence: Sequence[Evide
     return match(list(texts), question=question, versions=versions, kb=kb, k=3)
 
 
-def _explains(m: Any, root: Any) -> bool:
+#: A matched line this many lines after the root's line belongs to the root's traceback.
+TRACEBACK_LINES = 40
+
+
+def _explains(m: Any, root: Any, texts: Sequence[str] = ()) -> bool:
     """Whether a certain known-issue match is about the root error (it then leads): there is no root,
-    the record's category is the root's, or the line it matched is in the root's evidence."""
+    the record's category is the root's, or the line it matched is the root's own or follows it
+    within its traceback (a crash line, then the exception that names the bug)."""
     if root is None or m.record.category == root.category:
         return True
-    excerpt = str(root.evidence.get("excerpt") or "") + " " + root.summary
-    line = (m.matched or "").strip()
-    return bool(line) and line[:80] in excerpt
+    line = (m.matched or "").strip()[:80]
+    if not line:
+        return False
+    if line in str(root.evidence.get("excerpt") or "") + " " + root.summary:
+        return True
+    if not root.line:
+        return False
+    for text in texts:
+        for n, candidate in enumerate(text.splitlines(), 1):
+            if line in candidate:
+                if 0 <= n - root.line <= TRACEBACK_LINES:
+                    return True
+                break
+    return False
 
 
 def _leading(matches: Sequence[Any]) -> list[Any]:

@@ -100,11 +100,15 @@ class ToolContext:
         return paths, streams
 
     def knowledge(self) -> Any:
-        """The knowledge base (opened on first use; it loads the embedding model lazily)."""
-        if self._knowledge is None:
-            from rlmedic.knowledge.index import KnowledgeBase
+        """The knowledge base (opened on first use; it loads the embedding model lazily).
 
-            self._knowledge = KnowledgeBase(self.index_dir)
+        Opened through the opener the built-in tools register (:func:`set_knowledge_opener`),
+        so this core module never imports the knowledge layer above it."""
+        if self._knowledge is None:
+            REGISTRY._load()
+            if _KNOWLEDGE_OPENER is None:
+                raise UserError("no knowledge base is available (no opener registered)")
+            self._knowledge = _KNOWLEDGE_OPENER(self.index_dir)
         return self._knowledge
 
 
@@ -284,6 +288,14 @@ class Registry:
 
 
 REGISTRY = Registry(BUILTIN_TOOLS)
+
+_KNOWLEDGE_OPENER: Callable[[Path | None], Any] | None = None
+
+
+def set_knowledge_opener(opener: Callable[[Path | None], Any]) -> None:
+    """How a :class:`ToolContext` opens the knowledge base for an index dir (the tools layer sets it)."""
+    global _KNOWLEDGE_OPENER
+    _KNOWLEDGE_OPENER = opener
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rlmedic.agent.serve import ServeOptions, base_url, build_command, family_parsers, serve, stop, wait_healthy
+from rlmedic.ui.serve_model import ServeOptions, base_url, build_command, family_parsers, serve, stop, wait_healthy
 from rlmedic.errors import UserError
 from rlmedic.ui.cli import app
 

@@ -128,7 +128,7 @@ def test_env_imports_nothing_heavy() -> None:
     import subprocess
     import sys
 
-    code = ("import sys\nfrom rlmedic.envinfo import collect\ncollect()\n"
+    code = ("import sys\nfrom rlmedic.tools.envinfo import collect\ncollect()\n"
             "print(sorted(m for m in ('torch', 'sglang', 'vllm', 'ray', 'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -136,7 +136,7 @@ def test_env_imports_nothing_heavy() -> None:
 
 
 def test_a_watch_alert_names_the_known_issue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rlmedic.agent.watch import Watcher, WatchOptions
+    from rlmedic.tools.logs.watch import Watcher, WatchOptions
 
     monkeypatch.setenv("RLMEDIC_KNOWN_ISSUES", str(PACK))
     log = tmp_path / "engine.log"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from rlmedic import versions as v
-from rlmedic.envinfo import collect
+from rlmedic.tools.envinfo import collect
 
 
 @pytest.mark.parametrize(

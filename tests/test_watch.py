@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fake_slack import BOT_TOKEN, FakeSlack
-from rlmedic.agent.watch import Watcher, WatchOptions
+from rlmedic.tools.logs.watch import Watcher, WatchOptions
 from rlmedic.tools.logs.follow import Follower
 from rlmedic.ui.cli import app
 from test_checkpoints import megatron_tree

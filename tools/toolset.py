@@ -19,8 +19,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from rlmedic.registry import ToolContext, tool
+from rlmedic.registry import ToolContext, set_knowledge_opener, tool
 from rlmedic.tools import evidence as ev
+
+def _open_knowledge(index_dir: Any) -> Any:
+    from rlmedic.knowledge.index import KnowledgeBase  # lazy: the embedding model loads on first search
+
+    return KnowledgeBase(index_dir)
+
+
+set_knowledge_opener(_open_knowledge)
 
 Paths = Annotated[list[str], Field(min_length=1, description="Log files or folders of per-rank logs (gzip is fine).")]
 

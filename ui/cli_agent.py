@@ -114,7 +114,7 @@ def serve_model(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the SGLang command and exit."),
 ) -> None:
     """Start an SGLang server for a local model, wait until healthy, print its base URL."""
-    from rlmedic.agent.serve import ServeOptions, build_command, default_python_note, serve
+    from rlmedic.ui.serve_model import ServeOptions, build_command, default_python_note, serve
 
     opts = ServeOptions(model=model, port=port, host=host, tp=tp, mem_fraction_static=mem_fraction_static,
                         context_length=context_length, sglang_python=sglang_python or "",

@@ -14,7 +14,7 @@ def env(
 ) -> None:
     """Python, torch and its CUDA, driver and GPUs, and the versions of sglang, vllm, megatron-core, transformers,
     ray, areal, slime, verl, flash-attn, flashinfer, deepspeed and NCCL (read from package metadata, nothing imported)."""
-    from rlmedic.envinfo import collect, render
+    from rlmedic.tools.envinfo import collect, render
     from rlmedic.ui.cli import print_json
 
     data = collect()

@@ -1,7 +1,7 @@
 """``rlmedic watch``: follow live training logs and alert once per incident.
 
 Thin: the following and the incident logic live in ``tools/logs/follow.py`` and
-``agent/watch.py``; this module parses flags and delivers each alert to one place:
+``tools/logs/watch.py``; this module parses flags and delivers each alert to one place:
 Slack (``chat.postMessage`` with the bot token in ``SLACK_BOT_TOKEN`` and
 ``--slack-channel``), a webhook (``--webhook``: a JSON POST with ``text``, which Slack
 incoming webhooks accept, plus the structured ``alert``), or standard output.
@@ -89,7 +89,7 @@ def watch(
     Failures, stalls, the zero-reward circuit breaker, NaN loss and gradient-norm spikes go to
     Slack, a webhook or stdout.
     """
-    from rlmedic.agent.watch import WatchOptions, Watcher
+    from rlmedic.tools.logs.watch import WatchOptions, Watcher
 
     if checkpoints is not None and not checkpoints.exists():
         raise UserError(f"--checkpoints {checkpoints}: no such directory")
