@@ -158,7 +158,8 @@ def gpu_status(ctx: ToolContext,
 def _render_checkpoints(report: Any) -> str:
     lines = [f"{report.root}: {report.layout} layout, {len(report.checkpoints)} checkpoint(s)"]
     for c in report.selected()[-8:]:
-        status = "ok" if c.valid else ("unread" if c.unreadable else "DAMAGED: " + "; ".join(c.issues[:2]))
+        status = "ok" if c.valid else ("unread" if c.unreadable else "unchecked" if not c.checked
+                                       else "DAMAGED: " + "; ".join(c.issues[:2]))
         lines.append(f"step {c.step} {c.kind} {status} {c.path}")
     for i in report.issues[:6]:
         lines.append(f"{i.severity}: {getattr(i, 'message', None) or getattr(i, 'summary', '')}")

@@ -57,10 +57,15 @@ def render(report: Any) -> str:
         lines.append(f"  latest_checkpointed_iteration.txt: {report.tracker_iteration}")
     elif report.tracker_release:
         lines.append("  latest_checkpointed_iteration.txt: release (loads release/)")
-    for c in report.selected():
+    from rlmedic.tools.checkpoints.listing import LIST_LIMIT
+
+    shown = report.selected()[-LIST_LIMIT:]
+    if len(shown) < len(report.selected()):
+        lines.append(f"  ... {len(report.selected()) - len(shown)} older checkpoint(s) not shown")
+    for c in shown:
         names = "/".join(x for x in (c.experiment, c.trial, c.role) if x)
         step = "?" if c.step is None else str(c.step)
-        status = "ok" if c.valid else ("UNREAD" if c.unreadable else "DAMAGED")
+        status = "ok" if c.valid else ("UNREAD" if c.unreadable else "DAMAGED" if c.checked else "unchecked")
         lines.append(f"  step {step:>7}  {c.kind:<13} {_time(c.mtime)}  {_size(c.size_bytes):>10}  {status:<7} {names}")
         lines.append(f"      {c.path}")
         for issue in c.issues:

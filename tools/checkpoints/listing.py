@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shlex
+import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,6 +42,16 @@ HF_STEP_DIR = re.compile(r"(?:checkpoint|global_step|globalstep|step)[-_]?(\d+)$
 TRACKER = "latest_checkpointed_iteration.txt"
 WEIGHT_FILE = re.compile(r"(\.safetensors|\.bin|\.pt|\.pth|\.distcp)$")
 DCP_SHARD = re.compile(r"^__(\d+)_(\d+)\.distcp$")
+#: Past this many step folders a tree is "large": only the newest are checked file by file
+#: (:func:`_large_tree_walk`); the rest are listed by name. A run that saved 100,000 steps
+#: is answered in seconds instead of minutes, and the plan only needs the newest intact one.
+LAZY_LIMIT = 2000
+#: How many of the newest step folders of a large tree are checked (more if none of them is intact).
+DETAIL = 100
+#: Checkpoints a report lists in its JSON and text (the newest); the count says how many exist.
+LIST_LIMIT = 200
+#: Entries the name-only walk of a tree reads at most.
+MAX_NAMES = 2_000_000
 #: File systems that vanish with the container or the machine.
 EPHEMERAL_FS = {"overlay", "overlayfs", "tmpfs", "aufs", "ramfs"}
 
@@ -69,10 +80,11 @@ class Checkpoint:
     ranks: int | None = None  # DCP shards written by this many ranks
     issues: list[str] = field(default_factory=list)
     unreadable: bool = False  # (part of) the directory could not be read: not checked, not known damaged
+    checked: bool = True  # False: an older folder of a large tree, listed by name only (files not read)
 
     @property
     def valid(self) -> bool:
-        return not self.issues
+        return not self.issues and self.checked
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,7 +104,7 @@ class Checkpoint:
             "valid": self.valid,
             "unreadable": self.unreadable,
             "issues": self.issues,
-        }
+        } | ({} if self.checked else {"checked": False})
 
 
 @dataclass
@@ -151,7 +163,7 @@ class CheckpointReport:
             "root": self.root,
             "layout": self.layout,
             "before_step": self.before_step,
-            "checkpoints": [c.to_dict() for c in self.selected()],
+            "checkpoints": [c.to_dict() for c in self.selected()[-LIST_LIMIT:]],
             "all_checkpoints": len(self.checkpoints),
             "tracker_iteration": self.tracker_iteration,
             "tracker_release": self.tracker_release,
@@ -159,7 +171,7 @@ class CheckpointReport:
             "issues": [i.to_dict() for i in self.issues],
             "truncated": self.truncated,
             "plan": self.plan.to_dict() if self.plan else None,
-        })
+        } | ({"listed": LIST_LIMIT} if len(self.selected()) > LIST_LIMIT else {}))
 
 
 # --------------------------------------------------------------------------- storage checks
@@ -229,7 +241,7 @@ def _weights_issue(files: list[FileEntry], directory: Path, confinement: Confine
     if empty:
         issues.append(f"empty weight file(s): {', '.join(sorted(empty)[:5])}")
     index = directory / "model.safetensors.index.json"
-    if any(f.path == index for f in files):
+    if any(_in_dir(f, directory, index.name) for f in files):
         try:
             shards = set(load_json(confinement.read_text(index, whole=True), index.name).get("weight_map", {}).values())
         except UserError as exc:
@@ -237,7 +249,7 @@ def _weights_issue(files: list[FileEntry], directory: Path, confinement: Confine
         except (AttributeError, TypeError):  # not a mapping, unhashable shard names
             issues.append("model.safetensors.index.json does not parse (no weight_map of shard names)")
         else:
-            present = {f.path.name for f in files if f.path.parent == directory}
+            present = {f.path.name for f in files if os.path.dirname(str(f.path)) == str(directory)}
             missing = sorted(s for s in shards if s not in present)
             if missing:
                 issues.append(f"shard(s) listed in model.safetensors.index.json are missing: {', '.join(missing[:5])}")
@@ -262,14 +274,39 @@ def _read_step_info(path: Path, confinement: Confinement) -> tuple[dict[str, Any
 
 
 def _group(walk_files: list[FileEntry], dirs: list[Path], match: Any) -> dict[Path, list[FileEntry]]:
-    """Checkpoint directory -> its files, for every directory whose name matches."""
+    """Checkpoint directory -> its files (each file goes to its nearest matching ancestor).
+
+    Works on path strings with one lookup per directory: ``Path.parents`` and ``Path``
+    hashing cost seconds on a tree of 100,000 step folders.
+    """
     groups: dict[Path, list[FileEntry]] = {d: [] for d in dirs if match(d)}
+    if not groups:
+        return groups
+    by_text = {str(d): d for d in groups}
+    owner: dict[str, Path | None] = {}
     for entry in walk_files:
-        for parent in entry.path.parents:
-            if parent in groups:
-                groups[parent].append(entry)
-                break
+        parent = os.path.dirname(str(entry.path))
+        if parent in owner:
+            found = owner[parent]
+        else:
+            found, here = None, parent
+            while True:
+                if here in by_text:
+                    found = by_text[here]
+                    break
+                up = os.path.dirname(here)
+                if up == here:
+                    break
+                here = up
+            owner[parent] = found
+        if found is not None:
+            groups[found].append(entry)
     return groups
+
+
+def _in_dir(entry: FileEntry, directory: Path, name: str) -> bool:
+    """``entry`` is ``directory / name`` (compared as text: cheap on big trees)."""
+    return entry.path.name == name and os.path.dirname(str(entry.path)) == str(directory)
 
 
 def _summarise(ckpt: Checkpoint, files: list[FileEntry]) -> Checkpoint:
@@ -301,16 +338,31 @@ def list_checkpoints(
     resolved = confinement.existing(root)
     if not resolved.is_dir():
         raise UserError(f"{root}: not a directory")
-    walk = confinement.walk_files(resolved, max_entries=max_entries)
-    report = CheckpointReport(root=str(resolved), layout="unknown", before_step=before_step, truncated=walk.truncated)
-    report.issues += storage_issues(root_text, resolved, mounts)
+    names = _NameWalk(resolved)
+    step_dirs = names.step_dirs()
+    detail = DETAIL
+    while True:
+        report = CheckpointReport(root=str(resolved), layout="unknown", before_step=before_step)
+        if len(step_dirs) > LAZY_LIMIT:
+            walk, unchecked = _large_tree_walk(names, step_dirs, detail, before_step)
+            cap = MAX_NAMES
+        else:
+            walk, unchecked = confinement.walk_files(resolved, max_entries=max_entries), set()
+            cap = max_entries
+        areal, slime, hf = _scan_all(walk, resolved, confinement, report, unchecked)
+        if not unchecked or any(c.valid for c in areal + slime + hf) or detail >= len(step_dirs):
+            break
+        detail *= 8  # none of the newest is intact: look further back
+    report.truncated = walk.truncated
+    head = storage_issues(root_text, resolved, mounts)
     if walk.truncated:
-        report.issues.append(checkpoint_issue("truncated", "warning", f"stopped after {max_entries} entries; point at a deeper directory",
-                                   str(resolved)))
-
-    areal = _scan_areal(walk.files, walk.dirs, confinement, report)
-    slime = _scan_megatron(walk.files, walk.dirs, resolved, confinement, report)
-    hf = _scan_hf(walk.files, walk.dirs, confinement, {Path(c.path) for c in areal + slime})
+        head.append(checkpoint_issue("truncated", "warning", f"stopped after {cap} entries; point at a deeper directory",
+                                     str(resolved)))
+    report.issues[:0] = head  # before what the scanners found, as a reader expects
+    if unchecked:
+        report.issues.append(checkpoint_issue(
+            "large-tree", "info", f"{len(step_dirs)} step folders: the newest {len(step_dirs) - len(unchecked)} were checked "
+            "file by file; older ones are listed by name (their files were not read)", str(resolved)))
     if areal:
         report.layout = "areal"
     elif slime or report.tracker_iteration is not None or report.tracker_release:
@@ -355,6 +407,122 @@ def list_checkpoints(
                                    f"(earliest: step {earliest})", str(resolved),
                                    card_citation("no-checkpoints-found")))
     return report
+
+
+def _scan_all(walk: Any, resolved: Path, confinement: Confinement, report: CheckpointReport,
+              unchecked: set[str]) -> tuple[list[Checkpoint], list[Checkpoint], list[Checkpoint]]:
+    areal = _scan_areal(walk.files, walk.dirs, confinement, report)
+    slime = _scan_megatron(walk.files, walk.dirs, resolved, confinement, report)
+    hf = _scan_hf(walk.files, walk.dirs, confinement, {Path(c.path) for c in areal + slime})
+    if unchecked:
+        for c in (*areal, *slime, *hf):
+            if c.path in unchecked:
+                c.checked, c.issues = False, []  # its files were not read: neither intact nor damaged
+    return areal, slime, hf
+
+
+def _step_of(name: str) -> int | None:
+    """The step a checkpoint folder's name carries (AReaL, Megatron, HF ``checkpoint-N``), else None."""
+    m = AREAL_STEP_DIR.match(name)
+    if m:
+        return int(m.group(3))
+    m = MEGATRON_ITER_DIR.match(name) or HF_STEP_DIR.search(name)
+    return int(m.group(1)) if m else None
+
+
+class _NameWalk:
+    """Every directory and file name under a root, without a single ``stat`` (``scandir``'s types).
+
+    Symlinks are skipped, as :meth:`Confinement.walk_files` does. Used to count the step
+    folders before deciding how much of the tree to read file by file.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.dirs: list[str] = [str(root)]
+        self.files: dict[str, list[str]] = {}
+        self.unreadable: list[str] = []
+        self.truncated = False
+        stack, seen = [str(root)], 0
+        while stack:
+            directory = stack.pop()
+            try:
+                entries = sorted(os.scandir(directory), key=lambda e: e.name)
+            except OSError:
+                self.unreadable.append(directory)
+                continue
+            names: list[str] = []
+            for entry in entries:
+                seen += 1
+                if seen > MAX_NAMES:
+                    self.truncated = True
+                    return
+                try:
+                    if entry.is_symlink():
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        self.dirs.append(entry.path)
+                        stack.append(entry.path)
+                    else:
+                        names.append(entry.name)
+                except OSError:
+                    self.unreadable.append(entry.path)
+            if names:
+                self.files[directory] = names
+
+    def step_dirs(self) -> list[tuple[int, str]]:
+        out = []
+        for d in self.dirs:
+            step = _step_of(os.path.basename(d))
+            if step is not None:
+                out.append((step, d))
+        return out
+
+
+def _large_tree_walk(names: _NameWalk, step_dirs: list[tuple[int, str]], detail: int,
+                     before_step: int | None) -> tuple[Any, set[str]]:
+    """A walk result that stats only the newest ``detail`` step folders (before ``before_step``) and files outside step folders.
+
+    Returns it with the step folders left unchecked. Files inside an unchecked folder
+    are not listed, so the scanners see such a folder as empty; :func:`_scan_all` then
+    marks it unchecked instead of damaged.
+    """
+    from rlmedic.confine import WalkResult
+
+    wanted = [sd for sd in step_dirs if before_step is None or sd[0] < before_step] or step_dirs
+    newest = {d for _step, d in sorted(wanted, key=lambda sd: (sd[0], sd[1]))[-detail:]}
+    all_steps = {d for _step, d in step_dirs}
+    unchecked = all_steps - newest
+    owner: dict[str, str | None] = {}
+
+    def step_dir_of(directory: str) -> str | None:
+        if directory not in owner:
+            here, found = directory, None
+            while True:
+                if here in all_steps:
+                    found = here
+                    break
+                up = os.path.dirname(here)
+                if up == here:
+                    break
+                here = up
+            owner[directory] = found
+        return owner[directory]
+
+    walk = WalkResult(dirs=[Path(d) for d in names.dirs], truncated=names.truncated,
+                      unreadable=[Path(u) for u in names.unreadable])
+    for directory, files in names.files.items():
+        if step_dir_of(directory) in unchecked:
+            continue
+        for name in files:
+            full = os.path.join(directory, name)
+            try:
+                st = os.stat(full, follow_symlinks=False)
+            except OSError:
+                walk.unreadable.append(Path(full))
+                continue
+            if stat.S_ISREG(st.st_mode):
+                walk.files.append(FileEntry(Path(full), st.st_size, st.st_mtime))
+    return walk, unchecked
 
 
 def _mark_unreadable(ckpts: list[Checkpoint], unreadable: list[Path], report: CheckpointReport) -> None:
@@ -402,8 +570,8 @@ def _name_mismatch(experiment: str | None, trial: str | None, seen: dict[str, li
 
 def _scan_areal(files: list[FileEntry], dirs: list[Path], confinement: Confinement, report: CheckpointReport) -> list[Checkpoint]:
     out: list[Checkpoint] = []
-    file_set = {f.path for f in files}
-    dir_set = set(dirs)
+    file_set = {str(f.path) for f in files if f.path.name == "step_info.json"}
+    dir_set = {str(d) for d in dirs if d.name == "recover_info"}
     for directory, group in _group(files, dirs, lambda d: AREAL_STEP_DIR.match(d.name)).items():
         m = AREAL_STEP_DIR.match(directory.name)
         user, exp, trial, role = _areal_names(directory)
@@ -411,13 +579,13 @@ def _scan_areal(files: list[FileEntry], dirs: list[Path], confinement: Confineme
                           epoch_step=int(m.group(2)), user=user, experiment=exp, trial=trial, role=role)
         _summarise(ckpt, group)
         ckpt.issues += _weights_issue(group, directory, confinement)
-        if not any(f.path == directory / "config.json" for f in group):
+        if not any(_in_dir(f, directory, "config.json") for f in group):
             ckpt.issues.append("no config.json (not a complete Hugging Face save)")
         out.append(ckpt)
     for directory, group in _group(files, dirs, lambda d: d.name == "recover_checkpoint").items():
         # docs: {trial}/{role}/recover_checkpoint + {trial}/recover_info; older: {trial}/recover_checkpoint
         parent = directory.parent
-        if (parent.parent / "recover_info") in dir_set or parent.name in ("default", "critic", "ref", "actor"):
+        if str(parent.parent / "recover_info") in dir_set or parent.name in ("default", "critic", "ref", "actor"):
             trial_dir, role = parent.parent, parent.name
         else:
             trial_dir, role = parent, ""
@@ -425,7 +593,7 @@ def _scan_areal(files: list[FileEntry], dirs: list[Path], confinement: Confineme
         ckpt = Checkpoint("areal_recover", str(directory), user=user, experiment=exp, trial=trial, role=role or "default")
         _summarise(ckpt, group)
         candidates = [trial_dir / "recover_info" / "step_info.json", directory / "step_info.json"]
-        info_path = next((p for p in candidates if p in file_set), None)
+        info_path = next((p for p in candidates if str(p) in file_set), None)
         if info_path is None:
             ckpt.issues.append("no step_info.json (looked in recover_info/ and inside recover_checkpoint/)")
         else:
@@ -514,7 +682,7 @@ def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confine
                                        f"have finished; --load resumes from {iteration} (use --ckpt-step {newer[-1]} only "
                                        "after checking that directory)", str(tracker.path),
                                        card_citation("megatron-tracker-file")))
-    iter_parents = {Path(c.path).parent for c in out}
+    iter_parents = {Path(parent) for parent in {os.path.dirname(c.path) for c in out}}
     for parent in iter_parents:
         if not any(t.path.parent == parent for t in trackers):
             report.issues.append(checkpoint_issue("tracker-absent", "error",
@@ -524,13 +692,31 @@ def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confine
     return out
 
 
+def _under_any(directory: str, roots: set[str]) -> bool:
+    """``directory`` is one of ``roots`` or lies under one."""
+    here = directory
+    while True:
+        if here in roots:
+            return True
+        up = os.path.dirname(here)
+        if up == here:
+            return False
+        here = up
+
+
 def _scan_hf(files: list[FileEntry], dirs: list[Path], confinement: Confinement, claimed: set[Path]) -> list[Checkpoint]:
-    config_dirs = {f.path.parent for f in files if f.path.name == "config.json"}
+    claimed_text = {str(c) for c in claimed}
+    config_dirs = {os.path.dirname(str(f.path)) for f in files if f.path.name == "config.json"}
+    config_dirs = {d for d in config_dirs if not _under_any(d, claimed_text)}
+    by_parent: dict[str, list[FileEntry]] = defaultdict(list)
+    if config_dirs:
+        for f in files:
+            parent = os.path.dirname(str(f.path))
+            if parent in config_dirs:
+                by_parent[parent].append(f)
     out = []
-    for directory in sorted(config_dirs):
-        if directory in claimed or any(p in claimed for p in directory.parents):
-            continue
-        group = [f for f in files if f.path.parent == directory]
+    for directory in sorted(map(Path, config_dirs)):
+        group = by_parent[str(directory)]
         if not any(WEIGHT_FILE.search(f.path.name) for f in group) and not any(f.path.name.endswith(".index.json") for f in group):
             continue
         m = HF_STEP_DIR.search(directory.name)

@@ -1,0 +1,81 @@
+"""Large checkpoint trees: only the newest step folders are read file by file; the answer stays right."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ANYWHERE
+from rlmedic.tools.checkpoints import listing
+from rlmedic.tools.checkpoints.listing import list_checkpoints, recovery_plan
+from test_checkpoints import VOLUME, areal_tree, megatron_tree, write
+
+
+@pytest.fixture
+def small_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(listing, "LAZY_LIMIT", 10)
+    monkeypatch.setattr(listing, "DETAIL", 3)
+    monkeypatch.setattr(listing, "LIST_LIMIT", 8)
+
+
+def _facts(report) -> list[tuple]:
+    return [(c.step, c.kind, c.path, c.valid, c.size_bytes, c.files, tuple(c.issues)) for c in report.checkpoints]
+
+
+def test_the_newest_are_checked_exactly_as_in_a_full_listing(tmp_path: Path, monkeypatch, small_limits) -> None:
+    trial = areal_tree(tmp_path / "root", steps=tuple(range(10, 310, 10)), recover_step=300)
+    large = list_checkpoints(tmp_path / "root", mounts=VOLUME, confinement=ANYWHERE)
+    monkeypatch.setattr(listing, "LAZY_LIMIT", 10_000)
+    full = list_checkpoints(tmp_path / "root", mounts=VOLUME, confinement=ANYWHERE)
+    assert len(large.checkpoints) == len(full.checkpoints) == 31
+    checked = [c for c in large.checkpoints if c.checked]
+    assert len(checked) == 4  # the newest 3 step folders and the recovery checkpoint
+    full_by_path = {c.path: c for c in full.checkpoints}
+    for c in checked:
+        f = full_by_path[c.path]
+        assert (c.step, c.valid, c.size_bytes, c.files, c.issues) == (f.step, f.valid, f.size_bytes, f.files, f.issues)
+    older = [c for c in large.checkpoints if not c.checked]
+    assert older and all(not c.valid and not c.issues and c.files == 0 for c in older)
+    assert recovery_plan(large).to_dict() == recovery_plan(full).to_dict()
+    assert any(i.id == "large-tree" for i in large.issues)
+    data = large.to_dict()
+    assert data["all_checkpoints"] == 31 and data["listed"] == 8 and len(data["checkpoints"]) == 8
+    assert data["checkpoints"][-1]["step"] == 300 and data["checkpoints"][0]["checked"] is False
+    assert trial.is_dir()
+
+
+def test_when_the_newest_are_damaged_it_looks_further_back(tmp_path: Path, small_limits) -> None:
+    save = megatron_tree(tmp_path / "ckpt", iters=tuple(range(100, 2100, 100)), tracker="2000")
+    for it in (1800, 1900, 2000):  # the last three saves were cut: empty shards
+        for shard in (save / f"iter_{it:07d}").glob("*.distcp"):
+            shard.write_bytes(b"")
+    report = list_checkpoints(save, mounts=VOLUME, confinement=ANYWHERE)
+    latest = report.latest()
+    assert latest is not None and latest.step == 1700 and latest.checked
+    assert {c.step for c in report.checkpoints if not c.valid and c.checked} >= {1800, 1900, 2000}
+
+
+def test_before_step_checks_the_newest_before_it(tmp_path: Path, small_limits) -> None:
+    areal_tree(tmp_path / "root", steps=tuple(range(10, 310, 10)), recover_step=None)
+    report = list_checkpoints(tmp_path / "root", before_step=105, mounts=VOLUME, confinement=ANYWHERE)
+    assert report.latest().step == 100
+    assert [c.step for c in report.selected() if c.checked] == [80, 90, 100]
+
+
+def test_a_hundred_thousand_names_without_a_stat_each(tmp_path: Path, monkeypatch) -> None:
+    """Only the newest folders are stat'ed: count the stats of a 3,000-folder tree."""
+    base = tmp_path / "save"
+    for it in range(1, 3001):
+        (base / f"iter_{it:07d}").mkdir(parents=True)
+    for it in (2999, 3000):
+        write(base / f"iter_{it:07d}" / "__0_0.distcp", b"\x05" * 8)
+        write(base / f"iter_{it:07d}" / ".metadata", b"\x06")
+    write(base / "latest_checkpointed_iteration.txt", "3000")
+    calls = []
+    real_stat = listing.os.stat
+    monkeypatch.setattr(listing.os, "stat", lambda *a, **k: calls.append(a[0]) or real_stat(*a, **k))
+    report = list_checkpoints(base, mounts=VOLUME, confinement=ANYWHERE)
+    assert report.latest().step == 3000 and len(report.checkpoints) == 3000
+    assert len(calls) < 50
+    json.dumps(report.to_dict())
