@@ -194,10 +194,10 @@ def from_env_json(data: str | dict[str, Any]) -> dict[str, str]:
     out = {canonical(k): str(v) for k, v in packages.items() if isinstance(v, str) and v and v != "not installed"}
     if isinstance(data, dict) and isinstance(data.get("torch_cuda"), str) and data["torch_cuda"] not in ("", "cpu"):
         out.setdefault("cuda", data["torch_cuda"])
-    for key in ("python", "cuda", "driver", "nccl"):
+    for key, name in (("python", "python"), ("cuda", "cuda"), ("gpu_driver", "driver"), ("nccl", "nccl")):
         value = data.get(key) if isinstance(data, dict) else None
         if isinstance(value, str) and value and value != "not installed":
-            out.setdefault(key, value)
+            out.setdefault(name, value)
     return out
 
 

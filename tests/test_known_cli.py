@@ -111,7 +111,21 @@ def test_env_without_a_gpu() -> None:
     assert data["packages"]["transformers"] == md.version("transformers")
     assert data["packages"]["sglang"] in ("not installed", md.version("sglang") if _has("sglang") else "")
     assert data["torch_cuda"] in ("cpu",) or data["torch_cuda"].split(".")[0].isdigit()
-    assert isinstance(data["gpus"], list)
+    assert isinstance(data["gpu_names"], list)
+
+
+def test_an_attached_env_json_gives_the_versions(tmp_path: Path) -> None:
+    # `rlmedic env --json > env.json` attached beside the log: read as versions, not as a GPU snapshot
+    env = {"python": "3.11.7", "torch_cuda": "12.4", "gpu_driver": "550.54", "gpu_names": ["NVIDIA H100"],
+           "gpu_status": "ok", "packages": {"sglang": "0.4.7", "torch": "2.6.0+cu124", "vllm": "not installed"}}
+    (tmp_path / "env.json").write_text(json.dumps(env))
+    log = tmp_path / "engine.log"
+    log.write_text(LOG.replace("sglang==0.4.6 ", ""))
+    result = runner.invoke(app, ["ask", "why?", "--attach", str(log), "--attach", str(tmp_path / "env.json"),
+                                 "--offline", "--known-issues", str(PACK)])
+    assert result.exit_code == 0, result.output
+    assert "gpu_status" not in result.stderr
+    assert "your sglang 0.4.7 already has that fix" in result.stdout
 
 
 def _has(dist: str) -> bool:

@@ -105,9 +105,10 @@ def collect(provider: Any = None) -> dict[str, Any]:
         "executable": sys.executable,
         "torch_cuda": torch_cuda() if packages.get("torch") != NOT_INSTALLED else "",
         "nccl": packages.get("nccl", NOT_INSTALLED),
-        "driver": gpu["driver"],
+        # not "driver"/"gpus": a JSON file with those keys is read as a GPU snapshot when attached
+        "gpu_driver": gpu["driver"],
         "cuda_driver": gpu["cuda_driver"],
-        "gpus": gpu["gpus"],
+        "gpu_names": gpu["gpus"],
         "gpu_status": gpu["status"],
         "packages": packages,
     }
@@ -121,9 +122,9 @@ def render(data: dict[str, Any]) -> str:
     cuda = f" (CUDA {data['torch_cuda']})" if data.get("torch_cuda") and data["torch_cuda"] != "cpu" else (
         " (CPU build)" if data.get("torch_cuda") == "cpu" else "")
     lines.append(f"torch: {torch}{cuda}")
-    if data["gpus"]:
-        names = ", ".join(f"{n}x {name}" for name, n in _count(data["gpus"]))
-        lines.append(f"gpus: {names}; driver {data['driver'] or '?'}" + (f", CUDA {data['cuda_driver']}" if data["cuda_driver"] else ""))
+    if data["gpu_names"]:
+        names = ", ".join(f"{n}x {name}" for name, n in _count(data["gpu_names"]))
+        lines.append(f"gpus: {names}; driver {data['gpu_driver'] or '?'}" + (f", CUDA {data['cuda_driver']}" if data["cuda_driver"] else ""))
     else:
         lines.append(f"gpus: none visible ({data['gpu_status']})")
     for name, version in data["packages"].items():
