@@ -400,3 +400,42 @@ def test_a_migration_lists_no_change_that_is_already_in_effect(tmp_path: Path) -
     assert not [a for a in result.actions if "rejection_sampling" in str(a)]
     assert [c.key for c in result.settled] == ["actor.rejection_sampling.metric"]
     assert "+  rejection_sampling:\n+    upper: 5.0" in result.diff
+
+
+def _colocated(tmp_path: Path, **replace: str) -> Path:
+    text = (AREAL / "colocated_a40.yaml").read_text()
+    for old, new in replace.items():
+        assert old in text
+        text = text.replace(old, new)
+    path = tmp_path / "colocated.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_colocated_memory_pulls_the_micro_batch_lever_when_checkpointing_is_already_on(tmp_path: Path) -> None:
+    """Small colocated GPU, gradient checkpointing on, 64k tokens per micro-batch: no SGLang share fits
+    until the micro-batch holds one sequence; that is the change proposed (and the fixed config fits)."""
+    from rlmedic.tools.config.checks import colocation_report
+    from rlmedic.tools.config.areal import load_areal_config
+    from rlmedic.tools.gpu.snapshot import load_snapshot
+
+    src = _colocated(tmp_path, **{"gradient_checkpointing: false": "gradient_checkpointing: true",
+                                  "max_tokens_per_mb: 5120": "max_tokens_per_mb: 65536"})
+    snapshot = load_snapshot(GPU / "a40_idle.json", confinement=ANYWHERE)
+    ctx = LintContext(snapshot=snapshot)
+    assert colocation_report(load_areal_config(src, confinement=ANYWHERE), ctx).max_mem_fraction is None
+    lint = lint_config(src, snapshot=snapshot, confinement=ANYWHERE)
+    [problem] = [p for p in lint.problems if p.rule == "areal-colocated-memory"]
+    assert [(f.key, f.new) for f in problem.fixes][0] == ("actor.mb_spec.max_tokens_per_mb", 1536)
+    result = fix_config(src, snapshot=snapshot, confinement=ANYWHERE)
+    assert not [p for p in result.remaining if p.rule == "areal-colocated-memory"]
+
+
+def test_colocated_memory_says_when_no_lever_is_enough(tmp_path: Path) -> None:
+    """A 32B model on one A40: every lever together leaves no room; the message says so and what to do."""
+    src = _colocated(tmp_path, **{"Qwen/Qwen2.5-0.5B-Instruct": "Qwen/Qwen2.5-32B-Instruct"})
+    lint = lint_config(src, snapshot=load_snapshot(GPU / "a40_idle.json", confinement=ANYWHERE), confinement=ANYWHERE)
+    [problem] = [p for p in lint.problems if p.rule == "areal-colocated-memory"]
+    assert "every memory lever" in problem.message and "gradient checkpointing" in problem.message
+    assert "optimizer offload" in problem.message and "separate GPUs" in problem.message
+    assert problem.fixes == [] or all(f.key != "sglang.mem_fraction_static" for f in problem.fixes)

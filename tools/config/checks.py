@@ -433,7 +433,8 @@ def _sglang_rollout(layout: ArealLayout) -> bool:
 
 
 def colocation_report(cfg: ArealConfig, ctx: LintContext, *, mem_fraction: float | None = None,
-                      gradient_checkpointing: bool | None = None, max_tokens_per_mb: int | None = None) -> Any:
+                      gradient_checkpointing: bool | None = None, max_tokens_per_mb: int | None = None,
+                      offload: bool | None = None) -> Any:
     """The colocation budget for this config on the snapshot's smallest GPU (None if unknown)."""
     from rlmedic.tools.config.areal import default_of
     from rlmedic.tools.gpu.snapshot import ROLE_SGLANG, ROLE_TRAINER
@@ -461,7 +462,7 @@ def colocation_report(cfg: ArealConfig, ctx: LintContext, *, mem_fraction: float
         model, dtype=str(cfg.get("actor.dtype") or "bfloat16"), optimizer=optimizer,
         gradient_checkpointing=ckpt, max_tokens_per_mb=tokens,
         shards=layout.train.world if layout.train else 1,
-        offload=bool(cfg.get("actor.offload")) or bool(cfg.get("enable_offload")),
+        offload=offload if offload is not None else (bool(cfg.get("actor.offload")) or bool(cfg.get("enable_offload"))),
     )
     if cfg.get("ref") is not None and (_float(cfg.get("actor.kl_ctl")) or 0) > 0:
         trainer.components["ref_weights"] = trainer.components["weights"]
@@ -481,20 +482,52 @@ def _areal_colocated_memory(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> l
         return []
     key = "sglang.mem_fraction_static"
     changes: list[Fix] = []
+    gpu_name = ctx.snapshot.gpus[0].name if ctx.snapshot and ctx.snapshot.gpus else "this GPU"
+    message = f"SGLang and the trainer share {gpu_name}: {fit.reason}"
     if fit.max_mem_fraction is not None:
         changes.append(rule.change(key, fit.mem_fraction_static, fit.max_mem_fraction,
                                    f"largest share that leaves the trainer room on this GPU: {colocation_report(cfg, ctx, mem_fraction=fit.max_mem_fraction).reason}"))
-    elif not cfg.get("actor.gradient_checkpointing"):
-        with_ckpt = colocation_report(cfg, ctx, gradient_checkpointing=True)
-        if with_ckpt is not None and with_ckpt.max_mem_fraction is not None:
-            changes.append(rule.change("actor.gradient_checkpointing", cfg.get("actor.gradient_checkpointing"), True,
-                                       "recomputing activations shrinks the trainer enough to share the GPU"))
-            if not with_ckpt.fits:
-                changes.append(rule.change(key, fit.mem_fraction_static, with_ckpt.max_mem_fraction,
-                                           "largest share that leaves the trainer room once gradient checkpointing is on"))
-    gpu_name = ctx.snapshot.gpus[0].name if ctx.snapshot and ctx.snapshot.gpus else "this GPU"
-    return [rule.problem(ctx, key, f"SGLang and the trainer share {gpu_name}: {fit.reason}", line=cfg.line(key) or cfg.line("sglang"),
-                         changes=changes)]
+    else:
+        levers, found = _colocation_levers(cfg, ctx)
+        if found is None:
+            tried = ", ".join(lever for lever, *_ in levers) or "nothing left to turn"
+            message += (f"; even with every memory lever ({tried}) no share of SGLang fits this model beside the "
+                        f"trainer on {gpu_name}: give SGLang and the trainer separate GPUs, or use larger ones")
+        else:
+            for _lever, change_key, old, new, why in levers[: found[0] + 1]:
+                changes.append(rule.change(change_key, old, new, why))
+            if not found[1].fits:
+                changes.append(rule.change(key, fit.mem_fraction_static, found[1].max_mem_fraction,
+                                           "largest share that leaves the trainer room once the changes above are made"))
+    return [rule.problem(ctx, key, message, line=cfg.line(key) or cfg.line("sglang"), changes=changes)]
+
+
+def _colocation_levers(cfg: ArealConfig, ctx: LintContext) -> tuple[list[tuple[str, str, Any, Any, str]], Any]:
+    """AReaL's memory levers for a colocated trainer, cheapest first, each added to the ones before:
+    gradient checkpointing, micro-batches of one full sequence, optimizer offload. Returns the levers
+    not yet pulled and ``(index, report)`` of the first prefix with which some SGLang share fits
+    (None when even all of them together leave no room)."""
+    levers: list[tuple[str, str, Any, Any, str]] = []
+    kwargs: dict[str, Any] = {}
+    if not cfg.get("actor.gradient_checkpointing"):
+        levers.append(("gradient checkpointing", "actor.gradient_checkpointing", cfg.get("actor.gradient_checkpointing"), True,
+                       "recomputing activations shrinks the trainer"))
+    sequence = (_int(cfg.value("train_dataset.max_length")) or 1024) + (_int(cfg.value("gconfig.max_new_tokens")) or 1024)
+    tokens = _int(cfg.get("actor.mb_spec.max_tokens_per_mb"))
+    if tokens is not None and tokens > sequence:
+        levers.append(("smaller micro-batches", "actor.mb_spec.max_tokens_per_mb", tokens, sequence,
+                       f"one full sequence per micro-batch (max_length + max_new_tokens = {sequence}): "
+                       "smaller activations and logits"))
+    if not (cfg.get("actor.offload") or cfg.get("enable_offload")):
+        levers.append(("optimizer offload", "actor.offload", cfg.get("actor.offload"), True,
+                       "keeps the optimizer states in CPU memory (slower steps)"))
+    for i, (_lever, change_key, _old, new, _why) in enumerate(levers):
+        kwargs[{"actor.gradient_checkpointing": "gradient_checkpointing", "actor.mb_spec.max_tokens_per_mb": "max_tokens_per_mb",
+                "actor.offload": "offload"}[change_key]] = new
+        report = colocation_report(cfg, ctx, **kwargs)
+        if report is not None and report.max_mem_fraction is not None:
+            return levers, (i, report)
+    return levers, None
 
 
 @check("areal_colocated_share")
