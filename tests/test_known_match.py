@@ -156,3 +156,25 @@ def test_paraphrases_find_shipped_records(question: str, want: str) -> None:
         pytest.fail(f"{want} left the shipped pack: pick another record for this paraphrase")
     found = match(question=question, pack=shipped, k=3)
     assert [m.record.id for m in found][:1] == [want], [(m.record.id, round(m.score, 3)) for m in found]
+
+
+def test_a_synced_thread_becomes_a_record_with_a_category(pack: Pack, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlmedic.knowledge.known.match import record_from_thread
+    from rlmedic.knowledge.retrieve import SearchResult
+
+    monkeypatch.setenv("RLMEDIC_KNOWN_ISSUES_BUILTIN", "0")
+    monkeypatch.setenv("RLMEDIC_KNOWN_ISSUES", str(PACK_DIR))
+
+    def hit(title: str, error: str, info: dict) -> SearchResult:
+        return SearchResult(id="issue-x", source="sgl-project/sglang#77", section=title, score=1.0, text="", kind="issue",
+                            path="", line_start=0, line_end=0, url="", matched_error=error, info=info)
+
+    known = record_from_thread(hit("Scheduler asserts on flush", "assertionerror: flush_cache failed: there are still "
+                                   "running requests", {"fixed_in": "v0.4.7", "closed_at": "2025-01-02T00:00:00Z",
+                                                        "fix": "fixed by sgl-project/sglang#80 in v0.4.7"}))
+    assert known is not None and known.origin == "thread" and known.category == "weight_sync"  # the record's
+    assert (known.fixed_in.package, known.fixed_in.version) == ("sglang", "0.4.7")
+    assert known.source_url == "https://github.com/sgl-project/sglang/issues/77" and known.closed_at.startswith("2025")
+    assert known.fix.summary == "Fixed by sgl-project/sglang#80 in v0.4.7."
+    odd = record_from_thread(hit("A frobnicator broke", "frobnicator exploded with code #", {}))
+    assert odd is not None and odd.category == "other" and odd.fixed_in is None

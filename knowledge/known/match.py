@@ -490,6 +490,8 @@ def _from_threads(kb: Any, query: str, found: dict[str, KnownMatch], lines: _Lin
         found.setdefault(record.id, KnownMatch(record=record, score=score, how=how, matched=line[:400]))
 
 
+#: The share of the vote a synced thread's category needs (else "other").
+THREAD_VOTE_SHARE = 0.6
 _REPO_FRAMEWORK = {"areal": "areal", "slime": "slime", "verl": "verl", "sglang": "sglang", "vllm": "vllm",
                    "megatron-lm": "megatron", "ray": "ray", "pytorch": "torch", "nccl": "nccl", "transformers": "transformers"}
 
@@ -511,12 +513,18 @@ def record_from_thread(hit: Any) -> Record | None:
     if version and parse(version) is not None:
         fixed_in = {"package": framework if framework != "generic" else name, "version": version}
     errors = [hit.matched_error] if hit.matched_error and len(hit.matched_error) >= 8 else [hit.section or hit.source]
+    # a thread has no category: the hand-written records nearest to its title and error line vote on one
+    category, share, near = vote_category([f"{hit.section}\n{hit.matched_error}"])
+    if near and near[0].certain:  # a hand-written record of the same error line knows the category
+        category = near[0].record.category
+    elif share < THREAD_VOTE_SHARE:
+        category = "other"
     if len(" ".join(errors[0].split())) < 8:
         return None
     try:
         return Record(
             id="thread-" + re.sub(r"[^a-z0-9]+", "-", hit.source.lower()).strip("-"),
-            title=hit.section or hit.source, frameworks=(framework,), category="other",
+            title=hit.section or hit.source, frameworks=(framework,), category=category,
             symptoms={"errors": errors, "situation": "reported in an upstream issue thread"},
             cause=resolution or "not stated in the thread's replies",
             fix={"summary": fix[:1].upper() + fix[1:] + "." if fix else resolution or "see the thread"},
