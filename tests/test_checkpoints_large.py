@@ -79,3 +79,14 @@ def test_a_hundred_thousand_names_without_a_stat_each(tmp_path: Path, monkeypatc
     assert report.latest().step == 3000 and len(report.checkpoints) == 3000
     assert len(calls) < 50
     json.dumps(report.to_dict())
+
+
+def test_hugging_face_saves_of_a_large_tree_are_all_listed(tmp_path: Path, small_limits) -> None:
+    from test_checkpoints import hf_save
+
+    for step in range(100, 2100, 100):
+        hf_save(tmp_path / "out" / f"checkpoint-{step}")
+    report = list_checkpoints(tmp_path / "out", mounts=VOLUME, confinement=ANYWHERE)
+    assert report.layout == "hf" and len(report.checkpoints) == 20
+    assert [c.step for c in report.checkpoints if c.checked] == [1800, 1900, 2000]
+    assert report.latest().step == 2000 and report.latest().size_bytes > 0

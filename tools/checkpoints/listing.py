@@ -318,7 +318,9 @@ def _summarise(ckpt: Checkpoint, files: list[FileEntry]) -> Checkpoint:
 
 def _areal_names(path: Path) -> tuple[str, str, str, str]:
     """(user, experiment, trial, role) from ``.../{user}/{exp}/{trial}/{role}/<ckpt>``."""
-    parts = path.parts
+    parts = str(path).split(os.sep)  # as Path.parts, without parsing (100,000 folders)
+    if parts and parts[0] == "":
+        parts[0] = os.sep
     role, trial, exp, user = (parts[-2:-1] or [""])[0], (parts[-3:-2] or [""])[0], (parts[-4:-3] or [""])[0], (parts[-5:-4] or [""])[0]
     return user, exp, trial, role
 
@@ -411,13 +413,13 @@ def list_checkpoints(
 
 def _scan_all(walk: Any, resolved: Path, confinement: Confinement, report: CheckpointReport,
               unchecked: set[str]) -> tuple[list[Checkpoint], list[Checkpoint], list[Checkpoint]]:
-    areal = _scan_areal(walk.files, walk.dirs, confinement, report)
-    slime = _scan_megatron(walk.files, walk.dirs, resolved, confinement, report)
-    hf = _scan_hf(walk.files, walk.dirs, confinement, {Path(c.path) for c in areal + slime})
+    areal = _scan_areal(walk.files, walk.dirs, confinement, report, unchecked)
+    slime = _scan_megatron(walk.files, walk.dirs, resolved, confinement, report, unchecked)
+    hf = _scan_hf(walk.files, walk.dirs, confinement, {c.path for c in areal + slime})
     if unchecked:
         for c in (*areal, *slime, *hf):
-            if c.path in unchecked:
-                c.checked, c.issues = False, []  # its files were not read: neither intact nor damaged
+            if c.path in unchecked:  # its files were not read: neither intact nor damaged
+                c.checked, c.issues, c.files, c.size_bytes, c.mtime = False, [], 0, 0, 0.0
     return areal, slime, hf
 
 
@@ -428,6 +430,10 @@ def _step_of(name: str) -> int | None:
         return int(m.group(3))
     m = MEGATRON_ITER_DIR.match(name) or HF_STEP_DIR.search(name)
     return int(m.group(1)) if m else None
+
+
+def _entry_name(entry: os.DirEntry) -> str:
+    return entry.name
 
 
 class _NameWalk:
@@ -446,7 +452,7 @@ class _NameWalk:
         while stack:
             directory = stack.pop()
             try:
-                entries = sorted(os.scandir(directory), key=lambda e: e.name)
+                entries = sorted(os.scandir(directory), key=_entry_name)
             except OSError:
                 self.unreadable.append(directory)
                 continue
@@ -512,6 +518,11 @@ def _large_tree_walk(names: _NameWalk, step_dirs: list[tuple[int, str]], detail:
                       unreadable=[Path(u) for u in names.unreadable])
     for directory, files in names.files.items():
         if step_dir_of(directory) in unchecked:
+            base = os.path.basename(directory)
+            if directory in unchecked and not (AREAL_STEP_DIR.match(base) or MEGATRON_ITER_DIR.match(base)):
+                # a Hugging Face save is recognised by its file names (config.json + weights): names only, no stat
+                walk.files += [FileEntry(Path(directory, n), 0, 0.0) for n in files
+                               if n == "config.json" or n.endswith(".index.json") or WEIGHT_FILE.search(n)]
             continue
         for name in files:
             full = os.path.join(directory, name)
@@ -568,7 +579,8 @@ def _name_mismatch(experiment: str | None, trial: str | None, seen: dict[str, li
                  citation=card_citation("recovery-config-changed"))
 
 
-def _scan_areal(files: list[FileEntry], dirs: list[Path], confinement: Confinement, report: CheckpointReport) -> list[Checkpoint]:
+def _scan_areal(files: list[FileEntry], dirs: list[Path], confinement: Confinement, report: CheckpointReport,
+                unchecked: frozenset[str] | set[str] = frozenset()) -> list[Checkpoint]:
     out: list[Checkpoint] = []
     file_set = {str(f.path) for f in files if f.path.name == "step_info.json"}
     dir_set = {str(d) for d in dirs if d.name == "recover_info"}
@@ -577,6 +589,9 @@ def _scan_areal(files: list[FileEntry], dirs: list[Path], confinement: Confineme
         user, exp, trial, role = _areal_names(directory)
         ckpt = Checkpoint("areal_hf", str(directory), step=int(m.group(3)), epoch=int(m.group(1)),
                           epoch_step=int(m.group(2)), user=user, experiment=exp, trial=trial, role=role)
+        if ckpt.path in unchecked:
+            out.append(ckpt)  # listed by name: _scan_all marks it
+            continue
         _summarise(ckpt, group)
         ckpt.issues += _weights_issue(group, directory, confinement)
         if not any(_in_dir(f, directory, "config.json") for f in group):
@@ -614,7 +629,7 @@ def _is_release(ckpt: Checkpoint) -> bool:
 
 
 def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confinement: Confinement,
-                   report: CheckpointReport) -> list[Checkpoint]:
+                   report: CheckpointReport, unchecked: frozenset[str] | set[str] = frozenset()) -> list[Checkpoint]:
     trackers = [f for f in files if f.path.name == TRACKER]
     texts: dict[Path, str | UserError] = {}
     for tracker in trackers:
@@ -629,6 +644,9 @@ def _scan_megatron(files: list[FileEntry], dirs: list[Path], root: Path, confine
     for directory, group in groups.items():
         match = MEGATRON_ITER_DIR.match(directory.name)
         ckpt = Checkpoint("megatron", str(directory), step=int(match.group(1)) if match else None)
+        if ckpt.path in unchecked:
+            out.append(ckpt)  # listed by name: _scan_all marks it
+            continue
         _summarise(ckpt, group)
         shards = [f for f in group if f.path.name.endswith((".distcp", ".pt", ".pth"))]
         if not group:
@@ -704,8 +722,9 @@ def _under_any(directory: str, roots: set[str]) -> bool:
         here = up
 
 
-def _scan_hf(files: list[FileEntry], dirs: list[Path], confinement: Confinement, claimed: set[Path]) -> list[Checkpoint]:
-    claimed_text = {str(c) for c in claimed}
+def _scan_hf(files: list[FileEntry], dirs: list[Path], confinement: Confinement, claimed: set[str]) -> list[Checkpoint]:
+    """Hugging Face save folders not inside a folder another layout ``claimed`` (paths as text)."""
+    claimed_text = claimed
     config_dirs = {os.path.dirname(str(f.path)) for f in files if f.path.name == "config.json"}
     config_dirs = {d for d in config_dirs if not _under_any(d, claimed_text)}
     by_parent: dict[str, list[FileEntry]] = defaultdict(list)
