@@ -90,3 +90,18 @@ def test_hugging_face_saves_of_a_large_tree_are_all_listed(tmp_path: Path, small
     assert report.layout == "hf" and len(report.checkpoints) == 20
     assert [c.step for c in report.checkpoints if c.checked] == [1800, 1900, 2000]
     assert report.latest().step == 2000 and report.latest().size_bytes > 0
+
+
+def test_a_yaml_bomb_config_is_refused_before_the_tree_is_scanned(tmp_path: Path, monkeypatch) -> None:
+    from rlmedic.registry import REGISTRY, ToolContext
+
+    areal_tree(tmp_path / "root")
+    laughs = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for i in range(1, 10):
+        laughs.append(f"{chr(97 + i)}: &{chr(97 + i)} [" + ",".join([f"*{chr(96 + i)}"] * 9) + "]")
+    bomb = tmp_path / "config.yaml"
+    bomb.write_text("\n".join(laughs) + "\n")
+    monkeypatch.setattr(listing, "list_checkpoints", lambda *a, **k: pytest.fail("scanned before the config was checked"))
+    result = REGISTRY.call("list_checkpoints", {"root": str(tmp_path / "root"), "config": str(bomb)},
+                           ToolContext.for_roots([tmp_path]))
+    assert not result.ok and "alias" in result.error.lower()

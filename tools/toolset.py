@@ -188,13 +188,13 @@ def list_checkpoints(
     from rlmedic.tools.checkpoints.listing import list_checkpoints as scan
     from rlmedic.tools.checkpoints.listing import recovery_plan
 
-    report = scan(root, experiment_name=experiment_name, trial_name=trial_name, before_step=before_step,
-                  confinement=ctx.confinement)
     parsed = None
-    if config:
+    if config:  # first: a config that cannot be read (or a YAML bomb) is refused before a long scan
         from rlmedic.tools.config.fix import load_config
 
         _framework, parsed = load_config(config, confinement=ctx.confinement)
+    report = scan(root, experiment_name=experiment_name, trial_name=trial_name, before_step=before_step,
+                  confinement=ctx.confinement)
     recovery_plan(report, config=parsed)
     return report
 

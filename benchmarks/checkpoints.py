@@ -1,0 +1,74 @@
+"""Benchmark: ``rlmedic checkpoints`` on a tree of many step folders, CPU time and peak RSS, start-up included.
+
+Run: ``python benchmarks/checkpoints.py [--folders 100000] [--dir /tmp/x] [--keep]``
+
+Writes an AReaL saver tree of ``--folders`` step folders (config.json + model.safetensors
+each: the files a real save checks) and runs ``rlmedic checkpoints --json`` on it as a
+fresh process; the anchor is ``find ROOT -type f | wc -l`` (a walk that lists every file,
+no checks) and ``rlmedic --help`` in the same run. Target (issue 20): 100,000 folders in
+< 5 s and < 200 MB. The run fails when the plan does not resume from the newest step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def make_tree(root: str, folders: int) -> str:
+    base = os.path.join(root, "checkpoints", "root", "exp", "trial", "default")
+    os.makedirs(base, exist_ok=True)
+    for step in range(1, folders + 1):
+        d = os.path.join(base, f"epoch0epochstep{step}globalstep{step}")
+        os.mkdir(d)
+        with open(os.path.join(d, "config.json"), "w") as fh:
+            fh.write('{"model_type": "qwen2"}')
+        with open(os.path.join(d, "model.safetensors"), "wb") as fh:
+            fh.write(b"\x02" * 64)
+    return root
+
+
+def run(cmd: list[str] | str, shell: bool = False) -> tuple[float, float, float, str]:
+    """(CPU s, wall s, peak RSS MB, stdout) of a fresh process and the children it waited for."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, shell=shell)
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    _pid, _status, usage = os.wait4(proc.pid, 0)
+    return usage.ru_utime + usage.ru_stime, time.perf_counter() - t, usage.ru_maxrss / 1024, out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--folders", type=int, default=100_000)
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--keep", action="store_true", help="reuse/keep the generated tree")
+    args = ap.parse_args()
+    root = args.dir or tempfile.mkdtemp(prefix="rlmedic-ckpt-")
+    if not (args.keep and os.path.isdir(os.path.join(root, "checkpoints"))):
+        t = time.perf_counter()
+        make_tree(root, args.folders)
+        print(f"wrote {args.folders} step folders under {root} in {time.perf_counter() - t:.0f} s")
+    rows = [("find -type f | wc -l (anchor)", run(f"find {root} -type f | wc -l", shell=True)),
+            ("rlmedic --help (anchor)", run([sys.executable, "-m", "rlmedic", "--help"])),
+            ("rlmedic checkpoints --json", run([sys.executable, "-m", "rlmedic", "checkpoints", "--json", root]))]
+    print(f"{'command':32} {'CPU s':>7} {'wall s':>7} {'RSS MB':>7}")
+    for name, (cpu, wall, rss, _out) in rows:
+        print(f"{name:32} {cpu:7.2f} {wall:7.2f} {rss:7.0f}")
+    report = json.loads(rows[-1][1][3])
+    step = (report["plan"]["resume_from"] or {}).get("step")
+    cpu, rss = rows[-1][1][0], rows[-1][1][2]
+    print(f"{report['all_checkpoints']} checkpoints, {len(report['checkpoints'])} listed; plan resumes from step {step}; "
+          f"target < 5 s and < 200 MB: {'ok' if cpu < 5 and rss < 200 else 'MISSED'}")
+    if not args.keep and not args.dir:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0 if step == args.folders else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
