@@ -246,7 +246,10 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
 
     # cards: retrieval on the question and the topic, for the framework in play, minus what is ruled out
     query = f"{topic} {root.summary}" if root is not None else topic  # a root without a card still steers the search
-    cards = _cards(query, answer, kb, framework, ruled_out, skip=healthy and not _asks_problem(question, asked))
+    skip_cards = healthy and not _asks_problem(question, asked)
+    if skip_cards:
+        answer.cards = []  # a warning's card is no cause of a healthy run
+    cards = _cards(query, answer, kb, framework, ruled_out, skip=skip_cards)
     card_lines: list[str] = []
     card_fix_texts: set[str] = set()
     if cards:
@@ -305,6 +308,8 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
         # a follow-up about the edit: the edit first, the earlier diagnosis in one line
         sections["cause"] = sections["cause"][:1]
         card_lines = [line for line in card_lines if not line.startswith(("Why it happens", "Background"))]
+    answer.details = [line for name in ("known", "status", "gpus", "plan") for line in sections[name]]
+    answer.needs = list(sections["needs"])
     lines = list(doc_lines)
     for name in order:
         lines += sections[name]

@@ -67,11 +67,12 @@ def answer_events(question: str, *, attachments: Sequence[Path] = (), ctx: Any =
                       registry=registry, kb=kb, earlier=earlier)
         answered = False
         for event in agent.ask(question):
-            answered = answered or isinstance(event, Final)
+            if isinstance(event, Final):
+                answered = True
+                if gathered is not None:  # before the Final reaches the session, which keeps it
+                    gathered += agent.gathered
             yield event
         if answered:
-            if gathered is not None:
-                gathered += agent.gathered
             return
         reason = f"offline: {agent.run.fallback}; answer composed from the tools"
     except Exception as exc:  # noqa: BLE001 - only server failures are turned into the offline answer

@@ -93,6 +93,8 @@ class Answer:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # {"name", "args", "ok"}
     notices: list[str] = field(default_factory=list)
     cards: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)  # known issue, health, GPU and checkpoint facts, as lines
+    needs: list[str] = field(default_factory=list)  # which file to attach for a better answer
 
     def cite(self, citation: Citation) -> int:
         """Add ``citation`` once; its 1-based number for ``[n]`` references."""
@@ -114,6 +116,8 @@ class Answer:
             "tool_calls": self.tool_calls,
             "notices": self.notices,
             "cards": self.cards,
+            "details": self.details,
+            "needs": self.needs,
         }
 
 

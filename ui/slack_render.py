@@ -75,8 +75,13 @@ def answer_blocks(answer: Any, *, folder: str = "", diff_attached: bool = False,
     if answer.fixes:
         fixes = "\n".join(f"{i}. {escape(_local(str(f), folder))}" for i, f in enumerate(answer.fixes[:MAX_FIXES], 1))
         blocks.append(_section(f"*Fix:*\n{fixes}"))
+    details = getattr(answer, "details", None) or []
+    if details and (answer.root_cause or answer.fixes):  # health, GPU and checkpoint facts, a known issue
+        blocks.append(_section(_cut(escape(_local("\n".join(details), folder)), 2900)))
     if not answer.root_cause and not answer.fixes:
         blocks.append(_section(escape(_local(answer.answer, folder)) or "I found nothing to go on."))
+    for need in getattr(answer, "needs", None) or []:
+        blocks.append(_context(f":paperclip: {escape(need)}"))
     if diff_attached:
         blocks.append(_context(":page_facing_up: The corrected config is attached below as `config.diff`."))
     elif diff_above:

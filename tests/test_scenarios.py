@@ -1,0 +1,216 @@
+"""Scenarios of the answer pipeline (issue 17), through ``rlmedic ask`` and a second front door.
+
+Each scenario is what a user would do: a question with files attached, offline (no model),
+and the answer read as text. The second front door is the terminal chat driven through a
+pipe (same Session, same engine), the Slack bot against the fake Web API for a thread, and
+the scripted model server for a follow-up with a model.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import FIXTURES
+from rlmedic.ui.cli import app
+
+runner = CliRunner()
+OOM_LOG = FIXTURES / "logs" / "signatures" / "cuda-oom.log"
+HEALTHY = FIXTURES / "logs" / "scenarios" / "healthy_areal.log"
+LEFTOVERS = FIXTURES / "gpu" / "a40_leftovers.json"
+AREAL_CONFIG = FIXTURES / "configs" / "areal" / "base.yaml"
+
+
+def ask(*args: str) -> dict:
+    result = runner.invoke(app, ["ask", *args, "--offline", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def chat(lines: list[str], tmp_path: Path) -> str:
+    """The terminal chat through a pipe, in-process (one Session for the whole conversation)."""
+    from rlmedic.agent.session import Session
+    from rlmedic.ui.chat import chat_loop
+
+    out = io.StringIO()
+    code = chat_loop(Session(offline=True, persist=True, prefix="chat"), stdin=io.StringIO("\n".join(lines) + "\n"),
+                     stdout=out, interactive=False)
+    assert code == 0
+    return out.getvalue()
+
+
+def fixes_text(answer: dict) -> str:
+    return json.dumps(answer["fixes"])
+
+
+# ---------------------------------------------------------------------- a healthy run
+
+
+def test_a_healthy_run_is_an_answer_through_ask_and_chat(tmp_path: Path) -> None:
+    data = ask("did this run finish ok?", "--attach", str(HEALTHY))
+    text = data["answer"]
+    assert text.startswith("The run looks healthy")
+    assert "What was checked: 1 log file(s)" in text and "clean shutdown" in text
+    assert not data["root_cause"]["text"] and not data["cards"]  # no invented failure, no card
+    assert "preempt" not in text.lower() and "wandb" not in text.lower()
+    out = chat([f"/attach {HEALTHY}", "did this run finish ok?", "/quit"], tmp_path)
+    assert "The run looks healthy" in out and "preempt" not in out.lower()
+
+
+# ---------------------------------------------------------------------- GPUs
+
+
+def test_a_leftover_process_on_the_gpus_is_named_with_what_to_do(tmp_path: Path) -> None:
+    data = ask("is anything left on the GPUs?", "--attach", str(LEFTOVERS))
+    text = data["answer"]
+    assert text.startswith("GPU check:")
+    assert "pid 4121 (sglang)" in text and "leftover" in text and "kill 4121" in text
+    assert "kill 4121" in str(data["fixes"][0]["action"])
+    out = chat([f"/attach {LEFTOVERS}", "is anything left on the GPUs?", "/quit"], tmp_path)
+    assert "pid 4121" in out and "kill 4121" in out
+
+
+# ---------------------------------------------------------------------- checkpoints
+
+
+def _areal_checkpoints(root: Path) -> Path:
+    """An AReaL fileroot with saves at steps 49..199 whose newest save is damaged (empty weights)."""
+    trial = root / "checkpoints" / "root" / "gsm8k-grpo" / "trial_1"
+    for i, step in enumerate((49, 99, 149, 199)):
+        save = trial / "default" / f"epoch{i // 2}epochstep{step % 100}globalstep{step}"
+        save.mkdir(parents=True)
+        (save / "config.json").write_text('{"model_type": "qwen2"}')
+        (save / "model.safetensors").write_bytes(b"" if step == 199 else b"\x02" * 128)
+    return root
+
+
+def test_an_areal_checkpoint_folder_with_a_damaged_newest_save_gets_the_areal_plan(tmp_path: Path) -> None:
+    root = _areal_checkpoints(tmp_path / "fileroot")
+    data = ask("how do I resume this run?", "--attach", str(root))
+    text = data["answer"]
+    head = text.split("\n", 1)[0]
+    assert "newest checkpoint (step 199" in head and "damaged" in head
+    assert "Recovery plan: areal recovery (from-weights) from step 149" in text
+    assert "recover.mode=auto" in text and "actor.path=" in text and "globalstep149" in text
+    assert "--load" not in text and "--ckpt-step" not in text  # no slime advice for an AReaL run
+    out = chat([f"/attach {root}", "how do I resume this run?", "/quit"], tmp_path)
+    assert "from step 149" in out and "--load" not in out
+
+
+# ---------------------------------------------------------------------- frameworks and what the question rules out
+
+
+def test_the_same_question_gets_areal_keys_for_areal_and_slime_flags_for_slime() -> None:
+    areal = ask("AReaL: sglang keeps running out of memory during rollout, what should I set?")
+    slime = ask("slime: sglang keeps running out of memory during rollout, what should I set?")
+    areal_keys = [f["key"] for f in areal["fixes"] if f["key"]]
+    slime_keys = [f["key"] for f in slime["fixes"] if f["key"]]
+    assert areal_keys and slime_keys
+    assert not [k for k in areal_keys if k.startswith("--")], areal_keys
+    assert all(k.startswith("--") for k in slime_keys), slime_keys
+    assert "rollout.max_concurrent_rollouts" in areal["answer"] and "--sglang-mem-fraction-static" in slime["answer"]
+    assert "--sglang-mem-fraction-static" not in areal["answer"].split("Sources:")[0]
+
+
+def test_a_question_that_rules_out_memory_gets_no_oom_cards(tmp_path: Path) -> None:
+    data = ask("memory is fine, but my GRPO run crashed during rollout with sglang")
+    from rlmedic.knowledge.cards import card_by_id
+
+    assert data["cards"]
+    assert not [c for c in data["cards"] if card_by_id(c).category.startswith("oom_")], data["cards"]
+    assert "ruled it out: oom_generation, oom_training, oom_weight_update" in data["answer"]
+    out = chat(["memory is fine, but my GRPO run crashed during rollout with sglang", "/quit"], tmp_path)
+    assert "ruled it out" in out and "CUDA out of memory while SGLang generates" not in out
+
+
+# ---------------------------------------------------------------------- follow-ups
+
+
+def test_a_follow_up_in_a_thread_sees_the_earlier_files_and_answers_the_new_question(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    shutil.copy(OOM_LOG, log)
+    first = ask("why did my run die?", "--attach", str(log), "--thread", "t-1")
+    assert first["category"] == "oom_training" and first["tool_calls"]
+    # the follow-up names no file: the thread's log is still read (its evidence reused, not re-run)
+    again = ask("what exactly should I change in my config?", "--thread", "t-1")
+    assert again["answer"] != first["answer"]
+    assert again["category"] == "oom_training" and again["root_cause"]["evidence"] == first["root_cause"]["evidence"]
+    assert again["answer"].startswith("What to change")
+    assert "attach the config you launch with" in again["answer"]  # the file it needs and does not have
+    assert again["tool_calls"] == []
+    # the config arrives: the same thread now gives the exact edit as a diff
+    config = tmp_path / "config.yaml"
+    shutil.copy(AREAL_CONFIG, config)
+    third = ask("what exactly should I change in my config?", "--attach", str(config), "--thread", "t-1")
+    assert third["config_diff"] and "max_tokens_per_mb: 2048" in third["config_diff"]
+    assert third["fixes"][0]["key"] == "actor.mb_spec.max_tokens_per_mb"
+    assert "attach the config" not in third["answer"]
+    # another thread knows nothing of it
+    other = ask("what exactly should I change in my config?", "--thread", "t-2")
+    assert not other["root_cause"]["text"]
+
+
+def test_a_follow_up_with_the_model_can_read_the_earlier_attachment(tmp_path: Path) -> None:
+    from fake_openai import FakeOpenAI, Reply, tool
+
+    log = tmp_path / "train.log"
+    shutil.copy(OOM_LOG, log)
+    replies = [Reply(calls=[tool("diagnose", paths=[str(log)])]), Reply(content="OOM in actor_train."),
+               Reply(calls=[tool("excerpt", paths=[str(log)], max_lines=20)]), Reply(content="Lower max_tokens_per_mb.")]
+    with FakeOpenAI(replies) as server:
+        first = runner.invoke(app, ["ask", "why?", "--attach", str(log), "--thread", "m-1", "--base-url", server.base_url,
+                                    "--json"])
+        second = runner.invoke(app, ["ask", "show me the lines before the error", "--thread", "m-1",
+                                     "--base-url", server.base_url, "--json"])
+    assert first.exit_code == 0 and second.exit_code == 0, second.output
+    data = json.loads(second.stdout)
+    assert data["engine"] == "llm"
+    assert data["tool_calls"] == [{"name": "excerpt", "args": {"paths": [str(log)], "max_lines": 20}, "ok": True}]
+    # the model was told which files the thread has and what the earlier turn found
+    prompt = json.dumps(server.requests[-2]["messages"])
+    assert str(log) in prompt and "oom_training" in prompt
+    assert data["category"] == "oom_training"  # grounded in the thread's evidence too
+
+
+def test_a_slack_thread_follow_up_reads_the_files_of_the_thread(tmp_path: Path) -> None:
+    from fake_slack import BOT_TOKEN, FakeSlack
+    from rlmedic.agent.session import SessionStore
+    from rlmedic.ui.slack_app import SlackBot, SlackSettings
+
+    fake = FakeSlack().start()
+    try:
+        bot = SlackBot(SlackSettings(bot_token=BOT_TOKEN, offline=True, api_url=fake.api_url),
+                       store=SessionStore(tmp_path / "sessions"))
+        bot.handle({"channel": "C1", "user": "U1", "ts": "100.1", "text": "<@UBOT> why did it die?",
+                    "files": [fake.serve_file("train.log", OOM_LOG.read_bytes())]})
+        bot.on_message({"channel": "C1", "user": "U1", "ts": "100.2", "thread_ts": "100.1",
+                        "text": "what exactly should I change in my config?"})
+        answers = [json.dumps(c.args) for c in fake.of("chat.update")]
+    finally:
+        fake.stop()
+    final = [a for a in answers if "max_tokens_per_mb" in a]
+    assert len(final) >= 2  # the follow-up, with no file of its own, still answers from the thread's log
+    assert "attach the config" in answers[-1]
+
+
+# ---------------------------------------------------------------------- a log whose exception no signature knows
+
+
+def test_an_unknown_exception_is_answered_from_its_own_text(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text(
+        "[AReaL] 20251122-10:00:00.000 INFO: step 3 done\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/areal/areal/workflow/rlvr.py", line 88, in arun_episode\n'
+        '    answer = sample["solution_text_v2"]\n'
+        "KeyError: 'solution_text_v2'\n"
+    )
+    data = ask("why did my run die?", "--attach", str(log))
+    assert "solution_text_v2" in data["answer"].split("Sources:")[0]
+    assert data["root_cause"]["evidence"] and data["root_cause"]["evidence"][0].startswith(str(log))
