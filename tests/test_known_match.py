@@ -178,3 +178,21 @@ def test_a_synced_thread_becomes_a_record_with_a_category(pack: Pack, monkeypatc
     assert known.fix.summary == "Fixed by sgl-project/sglang#80 in v0.4.7."
     odd = record_from_thread(hit("A frobnicator broke", "frobnicator exploded with code #", {}))
     assert odd is not None and odd.category == "other" and odd.fixed_in is None
+
+
+def test_a_line_many_records_claim_leads_with_none_of_them() -> None:
+    from rlmedic.knowledge.known.schema import Record
+
+    def record(rid: str, error: str) -> Record:
+        return Record.model_validate({
+            "id": rid, "title": f"title {rid}", "frameworks": ["generic"], "category": "other",
+            "symptoms": {"errors": [error], "situation": "any"}, "cause": "c", "fix": {"summary": "f"},
+            "sources": ["fixture-org/x#1"], "established_by": "reporter"})
+
+    line = "RuntimeError: worker pool exhausted while reserving the shared staging buffer"
+    three = Pack((record("a", "worker pool exhausted"), record("b", "reserving the shared staging buffer"),
+                  record("c", "exhausted while reserving the shared")), [], ())
+    found = match([line], pack=three, k=3)
+    assert {m.how for m in found} == {"exact"} and not any(m.certain for m in found)
+    one = Pack(three.records[:1], [], ())
+    assert match([line], pack=one)[0].certain

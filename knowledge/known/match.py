@@ -303,11 +303,13 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
 
     # 1. exact error strings: longer and rarer strings count more; each further string of a record adds a little
     hits: dict[str, int] = {}
+    on_line: dict[str, set[str]] = {}
     for key, i in idx.errors:
         line = lines.find(key)
         if line is None:
             continue
         record = idx.records[i]
+        on_line.setdefault(line[:400], set()).add(record.id)
         shared = idx.shared.get(key, 1)
         score = BASE["exact"] + 0.1 * min(len(key) / 80, 1.0) - GENERIC_PENALTY * (1 - 1 / shared)
         hits[record.id] = hits.get(record.id, 0) + 1
@@ -318,6 +320,10 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
             continue
         offer(record, "exact", line, score)
         found[record.id].shared = shared
+    # a line that several records' strings match is a kind of failure, not one bug: none of them leads by it
+    for m in found.values():
+        if m.how == "exact":
+            m.shared = max(m.shared, len(on_line.get(m.matched, ())))
     # 2. regexes (raw text: a pattern may span lines), over the parts of a log that can hold a failure
     bounded = views + [question[-MAX_REGEX_CHARS:]]
     for record in idx.records:
