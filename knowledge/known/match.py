@@ -2,14 +2,16 @@
 
 Stages, each a stronger kind of evidence than the next:
 
-1. ``exact``: a record's error string is inside one of the user's lines (both normalised
-   the way :func:`rlmedic.knowledge.threads.normalize_error` does: log prefixes dropped,
-   numbers and case folded, whitespace collapsed);
-2. ``regex``: one of the record's regexes finds a line;
-3. ``exception``: the traceback ends in the record's exception type and its message shares
-   the record's words;
-4. ``similar``: BM25 over each record's title, errors, situation and cause (in-process, no
-   model), plus the index's hybrid search of ``kind="known"`` when a knowledge base is given.
+1. ``exact``: a record's error string is inside one of the user's lines, as whole words (both
+   normalised the way :func:`rlmedic.knowledge.threads.normalize_error` does: log prefixes
+   dropped, numbers and case folded, whitespace collapsed). A string several records claim, or
+   a line several records' strings match, names a kind of failure: it ranks, it never leads;
+2. ``regex``: one of the record's regexes finds a line (of a big log: the hinted lines);
+3. ``exception``: the traceback's exception type is the record's and most of its message's
+   words are the record's too;
+4. ``similar``: BM25 picks candidates among the records' title, errors, situation and cause
+   (in-process, no model); the score is an absolute word-overlap measure, so nothing close
+   stays low. The index's hybrid search of ``kind="known"`` adds to it when it is built.
 
 Frameworks named in the question or log boost their records. The user's versions (read
 from the texts unless given) decide whether a record's fix is already in their release;
@@ -67,10 +69,6 @@ HOWS = ("exact", "regex", "exception", "similar")
 _EXC_LINE = re.compile(r"(?m)^[^\S\n]*(?:[\w.]+:\s+)?((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure))"
                        r"(?::[^\S\n]*(.*))?$")
 _WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
-
-
-def _IDENT(ch: str) -> bool:  # noqa: N802 - reads like a character class
-    return ch.isalnum() or ch == "_" or ch == "#"
 _STOP = frozenset("the and for with was not are but this that from has have had into its when while can cannot you your "
                   "than then got get set use used using only more most less all any some one two "
                   "error errors exception failed fails failure runtimeerror valueerror file line lines".split())
@@ -196,6 +194,11 @@ class _Index:
             f = 2 * p * r / (p + r) if p + r else 0.0
             out[int(d)] = min(1.0, f * SIM_SCALE)
         return out
+
+
+def _IDENT(ch: str) -> bool:  # noqa: N802 - reads like a character class
+    """A character that continues an identifier or a number (``#`` is a normalised number)."""
+    return ch.isalnum() or ch == "_" or ch == "#"
 
 
 _INDEXES: dict[int, tuple[Pack, _Index]] = {}
