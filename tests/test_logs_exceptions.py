@@ -216,3 +216,17 @@ def test_through_ask_offline_the_answer_quotes_the_exception(tmp_path: Path) -> 
     assert out.returncode == 0, out.stderr
     answer = json.loads(out.stdout)["answer"]
     assert "the key 'prompt_text'" in answer and "verbosity" not in answer
+
+
+def test_a_generic_error_string_alone_does_not_decide(tmp_path: Path) -> None:
+    """A record whose only symptom is "ZeroDivisionError: division by zero" matches that line exactly, but
+    anyone's code can say that: alone it does not make the user's own helper a Ray problem."""
+    log = tmp_path / "t.log"
+    log.write_text(_tb((USER, "moving_average", "return total / n"), exc="ZeroDivisionError: division by zero"))
+    env = {**__import__("os").environ, "RLMEDIC_KNOWN_ISSUES_BUILTIN": "0",
+           "RLMEDIC_KNOWN_ISSUES": str(Path(__file__).parent / "fixtures" / "nearest" / "known_generic")}
+    out = subprocess.run([sys.executable, "-m", "rlmedic", "diagnose", "--json", str(log)], capture_output=True,
+                         text=True, timeout=120, env=env, check=False)
+    data = json.loads(out.stdout)
+    root = data["findings"][data["root"]]
+    assert (root["category"], root["evidence"]["classified_by"]) == ("other", "none")

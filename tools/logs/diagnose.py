@@ -426,6 +426,10 @@ class _Builder:
                                    f"(shared words: {', '.join(near.shared[:5])})")
                 else:
                     explain = "No signature knows this error; what it names is the place to start"
+            if rule is None or not rule.phases:
+                # the phase the lines around an unknown error suggest only classifies it (rules with
+                # `phases`); shown alone it would often be a guess ("during SGLang generation")
+                phase = ""
         numbers = {k: v for k, v in first.numbers.items() if k not in ("repeated",)}
         ranks = sorted({h.numbers["rank"] for h in hits if isinstance(h.numbers.get("rank"), int)})
         files = sorted({h.file for h in hits})
@@ -479,7 +483,7 @@ class _Builder:
             summary += f": {detail}"
         summary += transient_note
         if explain:
-            summary += f". {explain}"
+            summary = f"{summary.rstrip('. ')}. {explain}"
         card = _card(card_id)
         fixes = _sig_fixes(sig, numbers, framework) + _card_fixes(card, framework)
         if said is not None and said.fix:  # what the exception names comes first; generic debugging tips go

@@ -26,8 +26,10 @@ from typing import Any
 MIN_SCORE = 0.4
 #: At least this many distinct shared words, so one rare word alone does not decide.
 MIN_SHARED = 4
-#: The known records' vote counts when this share of the k nearest agree.
+#: The known records' vote counts when this share of the k nearest agree...
 MIN_SHARE = 0.6
+#: ...and, when the best of them matched only a generic error string, this many agree by more than words.
+MIN_AGREEING = 2
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 #: Words every traceback has; they say nothing about which failure it is.
@@ -117,6 +119,14 @@ def by_cards(text: str, cards: Any = None, *, category: str = "", min_score: flo
     return Neighbour(best[2], best[1], round(best[0], 3), "cards", best[3])
 
 
+def _specific(error: str) -> bool:
+    """An error string that says something of its own (four words or more, an identifier, a number, a
+    quoted value, a path), not only an exception type and a few plain words ("ZeroDivisionError:
+    division by zero" could be anyone's)."""
+    rest = re.sub(r"^\s*[\w.]+(?:Error|Exception)(?::\s*|\s*$)", "", error)
+    return len(rest.split()) >= 4 or bool(re.search(r"[_./'\"`\d]|[a-z][A-Z]", rest))
+
+
 def by_known(texts: list[str]) -> Neighbour | None:
     """The known records' vote, when the known-issues package is there and agrees enough."""
     try:
@@ -130,6 +140,16 @@ def by_known(texts: list[str]) -> Neighbour | None:
     if not category or category == "other" or share < MIN_SHARE:
         return None
     agreeing = [m for m in matches or [] if getattr(getattr(m, "record", None), "category", None) == category]
+    if not agreeing:
+        return None
+    certain = [m for m in agreeing if getattr(m, "how", "") == "regex"
+               or (getattr(m, "how", "") == "exact" and any(_specific(e) for e in m.record.symptoms.errors))]
+    top = agreeing[0]
+    if not certain and getattr(top, "how", "") == "exact":
+        # led by a generic string ("ZeroDivisionError: division by zero" could be anyone's): only
+        # other records that agree by more than shared words can carry the vote
+        if len([m for m in agreeing[1:] if getattr(m, "how", "") != "similar"]) < MIN_AGREEING - 1:
+            return None
     refs = [str(m.record.id) for m in agreeing]
     citations = [m.citation for m in agreeing if getattr(m, "citation", None) is not None]
     hows = [str(getattr(m, "how", "")) for m in agreeing]

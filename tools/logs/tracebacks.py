@@ -319,7 +319,9 @@ def quote(tb: Traceback, quotes: list[QuoteRule] | tuple[QuoteRule, ...] | None 
         if any(not filled.get(n) for n in required if n not in found):  # e.g. no assert line to quote
             continue
         names = {k: v for k, v in found.items() if v}
-        return Quote(rule.id, _fill_template(rule.say, filled), _fill_template(rule.fix, filled), names)
+        fix = _fill_template(rule.fix, filled)
+        fix = fix[:1].upper() + fix[1:] if fix[:1].islower() else fix  # an optional opening part was left out
+        return Quote(rule.id, _fill_template(rule.say, filled), fix, names)
     return None
 
 
