@@ -118,8 +118,12 @@ def grounded_text(answer: Any) -> str:
 
     The model's text is its own; this block is not: root cause with its evidence lines,
     the fixes (exact keys, old -> new), the config diff and numbered sources, all from
-    tool results and citations. Empty when the tools established nothing.
+    tool results and citations. Empty when the tools established nothing. With a model, the
+    engine composed the full offline answer from the same evidence (``Answer.grounded``):
+    that is shown, known issue and cards included.
     """
+    if getattr(answer, "grounded", ""):
+        return "\n".join(["", "-" * 24, "What rlmedic established without the model:", answer.grounded.rstrip()])
     lines: list[str] = []
     if answer.root_cause:
         lines.append(f"Root cause (from the tools): {answer.root_cause}")

@@ -95,6 +95,10 @@ class Answer:
     cards: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)  # known issue, health, GPU and checkpoint facts, as lines
     needs: list[str] = field(default_factory=list)  # which file to attach for a better answer
+    #: with a model: the answer rlmedic composes from the same evidence without it (known issue, root
+    #: cause, fixes, diff, sources), shown after the model's text, so a model never leaves the user
+    #: with less than the offline engine would have given
+    grounded: str = ""
 
     def cite(self, citation: Citation) -> int:
         """Add ``citation`` once; its 1-based number for ``[n]`` references."""
@@ -118,6 +122,7 @@ class Answer:
             "cards": self.cards,
             "details": self.details,
             "needs": self.needs,
+            "grounded": self.grounded,
         }
 
 

@@ -425,14 +425,14 @@ class Agent:
         fresh = {e.call for e in new}
         evidence = ([pasted] if pasted is not None else []) + new + [e for e in self.earlier if e.call not in fresh]
         self.gathered = ([pasted] if pasted is not None else []) + new
-        answer = ground(Answer(answer=reply, engine="llm", summary=reply.split("\n", 1)[0][:300]), evidence)
+        answer = self._compose(question, reply, evidence)
         notes = list(run.notes)
         if run.cut:
             answer.answer = reply.rstrip() + "\n[the model's reply was cut off here]"
             notes.append(f"the model's reply is incomplete ({run.cut})")
         haystack = claims.evidence_text(run.results, [question, *map(str, self.attachments),
                                                       *(str(c) for c in answer.citations),
-                                                      *(e.model_dump_json() for e in evidence)])
+                                                      *(e.model_dump_json() for e in evidence), answer.grounded])
         answer.answer, unsupported = claims.check(answer.answer, haystack)
         if unsupported:
             notes.append(claims.notice(unsupported))
@@ -441,6 +441,24 @@ class Agent:
         answer.tool_calls = run.calls
         answer.notices = notes
         yield Final(answer)
+
+    def _compose(self, question: str, reply: str, evidence: list[Any]) -> Answer:
+        """The model's text over the answer rlmedic composes from the same evidence.
+
+        The structured parts (category, root cause, fixes, diff, citations) and the grounded
+        text come from :func:`rlmedic.agent.compose.compose`, exactly as offline: a known issue,
+        card fixes for the framework in play, the corrected config. The model adds prose; it
+        never takes away what the offline engine would have said.
+        """
+        import dataclasses
+
+        from rlmedic.agent.compose import compose
+        from rlmedic.agent.investigate import attachment_texts
+
+        kb = self.kb if self.kb is not None or self.ctx is None else self.ctx.knowledge()
+        composed = compose(question, evidence, kb, texts=attachment_texts(self.attachments, self.ctx))
+        return dataclasses.replace(composed, answer=reply, engine="llm", summary=reply.split("\n", 1)[0][:300],
+                                   grounded=composed.answer, notices=[], tool_calls=[])
 
     def _fresh_deadline(self) -> None:
         """Tools run after the model's share get the fallback reserve (never an expired deadline)."""

@@ -68,7 +68,8 @@ def test_ask_streams_tool_steps_and_text_from_the_model(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     # the model's text, then what the tools established (root cause, evidence, sources)
     assert result.stdout.strip().startswith("Root cause: OOM in actor_train.")
-    assert "Root cause (from the tools): CUDA out of memory" in result.stdout and f"evidence: {log}:" in result.stdout
+    assert "What rlmedic established without the model:" in result.stdout
+    assert "CUDA out of memory" in result.stdout and f"{log}:" in result.stdout
     assert "-> diagnose" in result.stderr and "<- diagnose: ok" in result.stderr
 
 

@@ -127,8 +127,9 @@ def test_the_terminal_prints_the_model_text_then_what_the_tools_established(tmp_
                                           "--timeout", "60"])
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert out.index("Set foo_bar=3") < out.index("Root cause (from the tools):")  # model text, then the grounded part
-    assert "oom_training" in out and "Fixes (from the tools):" in out and "Sources:" in out
+    # the model's text, then what rlmedic composes without the model (never less than offline)
+    assert out.index("Set foo_bar=3") < out.index("What rlmedic established without the model:")
+    assert "From the log:" in out and "max_tokens_per_mb" in out and "Sources:" in out
     assert f"{log.name}:" in out  # the evidence line
     assert out.count("Set foo_bar=3") == 1  # the model's prose is printed once
     assert "unverified" in result.stderr and "foo_bar=3" in result.stderr
@@ -170,3 +171,23 @@ def test_the_offline_answer_is_printed_once_without_a_second_grounded_block(tmp_
     result = CliRunner().invoke(app, ["ask", "why did it die?", "--attach", str(log), "--offline"])
     assert result.exit_code == 0, result.output
     assert "(from the tools)" not in result.stdout and result.stdout.count("Sources:") == 1
+
+
+def test_a_model_answer_never_has_less_than_the_offline_answer(tmp_path: Path) -> None:
+    """Structured parts with a model = the offline engine's on the same evidence; the model adds prose."""
+    from rlmedic.agent.offline import answer_offline
+
+    log = tmp_path / "train.log"
+    shutil.copy(LOG, log)
+    rows = [{"calls": [{"name": "diagnose", "arguments": {"paths": [str(log)]}}]}, {"content": "It ran out of memory."}]
+    with FakeOpenAI(replies_from(rows)) as server:
+        events = list(answer_events("why did my run die?", attachments=[log], ctx=ToolContext.for_roots([str(log)]),
+                                    config=LLMConfig.resolve(base_url=server.base_url)))
+    llm = events[-1].answer
+    offline = answer_offline("why did my run die?", attachments=[log], ctx=ToolContext.for_roots([str(log)]))
+    assert llm.engine == "llm" and llm.answer == "It ran out of memory."
+    assert llm.category == offline.category and llm.root_cause == offline.root_cause
+    assert [str(f) for f in offline.fixes] == [str(f) for f in llm.fixes]
+    assert {str(c) for c in offline.citations} <= {str(c) for c in llm.citations}
+    assert llm.grounded.strip() == offline.answer.strip()
+    assert llm.to_dict()["grounded"] == llm.grounded  # JSON carries it too
