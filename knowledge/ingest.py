@@ -338,8 +338,12 @@ def ensure_known(store: Store, pack, *, embedder=None) -> bool:
     chunks = known_chunks(pack)
     metas = [c.metadata() | {"url": r.source_url, "record": r.id} for c, r in zip(chunks, pack.records)]
     if chunks:
-        vectors = (embedder or default_embedder()).embed([c.text for c in chunks])
-        store.add([c.id for c in chunks], [c.text for c in chunks], metas, vectors)
+        from rlmedic.notices import step
+
+        # the first `search --kind known` after an install, a new release or a new team record waits for this
+        with step(f"indexing the {len(chunks)} known-issue records in {store.directory} (once per change)", after=0):
+            vectors = (embedder or default_embedder()).embed([c.text for c in chunks])
+            store.add([c.id for c in chunks], [c.text for c in chunks], metas, vectors)
     store.manifest.files[KNOWN_KEY] = FileEntry(hash=digest, source="known", root="", chunks=[c.id for c in chunks])
     store.manifest.cards_hash = digest
     store.manifest.embedder = KNOWN_PIPELINE

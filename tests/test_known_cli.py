@@ -90,6 +90,10 @@ def test_search_kind_known_and_a_pasted_error_names_the_known_issue(monkeypatch:
     assert top["kind"] == "known" and top["record"] == "fx-vllm-sleep-cumem"
     assert top["citation"]["ref"] == "fixture-org/vllm#3288" and top["url"].endswith("/vllm/issues/3288")
     assert "Known issue fixture-org/vllm#3288, fixed in vllm 0.8.3" in top["text"]
+    assert "indexing the 6 known-issue records" in result.stderr  # said once, the first time
+    again = runner.invoke(app, ["search", "router unhealthy workers", "--kind", "known", "-k", "1"])
+    assert again.exit_code == 0 and "known-issue records" not in again.stderr
+    assert again.stdout.startswith("[1] fixture-org/sglang#2199: Router marks every worker unhealthy")
     pasted = runner.invoke(app, ["search", "AssertionError: flush_cache failed: there are still running requests", "-k", "3"])
     assert pasted.exit_code == 0, pasted.output
     assert pasted.stdout.startswith("[1] fixture-org/sglang#1990: Engine assertion when the cache is flushed")
