@@ -196,3 +196,10 @@ def test_a_line_many_records_claim_leads_with_none_of_them() -> None:
     assert {m.how for m in found} == {"exact"} and not any(m.certain for m in found)
     one = Pack(three.records[:1], [], ())
     assert match([line], pack=one)[0].certain
+
+
+def test_the_matched_line_is_redacted(pack: Pack) -> None:
+    line = ("AssertionError: flush_cache failed: there are still running requests "
+            "(server http://admin:hunter2secret@10.0.0.1:30000 token=hf_abcdefghijklmnopqrstuvwxyz123456)")
+    top = match([line], pack=pack)[0]
+    assert top.how == "exact" and "hunter2secret" not in top.matched and "hf_abcdefghij" not in top.matched

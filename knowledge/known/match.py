@@ -371,8 +371,11 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     if kb is not None:
         _from_index(kb, query, pack, found, offer)
         _from_threads(kb, query, found, lines)
+    from rlmedic.redact import redact
+
     out = []
     for m in found.values():
+        m.matched = redact(m.matched)  # the user's own line leaves here: secrets out (a URL with a token)
         if wanted and set(m.record.frameworks) & wanted:
             m.score *= 1 + FRAMEWORK_BOOST
         _versions(m, versions)
