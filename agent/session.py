@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from rlmedic.agent.events import Answer, Event, Final
+from rlmedic.agent.events import Answer, Event, Final, Notice, TextDelta
 from rlmedic.errors import UserError
 from rlmedic.redact import redact
 
@@ -40,6 +40,25 @@ MAX_AGE_S = 30 * 24 * 3600
 MAX_TURNS = 20
 MAX_EVIDENCE = 24
 MAX_QUESTION_CHARS = 4000
+
+
+def leaving(event: Event) -> Event:
+    """The front-door boundary: what leaves a session toward a user (terminal, page, Slack) is redacted
+    once here, whichever engine wrote it (the model's prose included)."""
+    from rlmedic.redact import redact, redact_value
+
+    if isinstance(event, TextDelta):
+        event.text = redact(event.text)
+    elif isinstance(event, Notice):
+        event.text = redact(event.text)
+    elif isinstance(event, Final):
+        a = event.answer
+        a.answer, a.summary, a.root_cause, a.config_diff = (redact(a.answer), redact(a.summary), redact(a.root_cause),
+                                                             redact(a.config_diff))
+        a.details, a.needs, a.notices = [redact(x) for x in a.details], [redact(x) for x in a.needs], \
+            [redact(x) for x in a.notices]
+        a.findings = redact_value(a.findings)
+    return event
 
 
 def _safe(thread_id: str) -> str:
@@ -333,6 +352,7 @@ class Session:
                                    offline=self.offline, config=self.config, thread_id=self.thread_id,
                                    kb=self.knowledge(), earlier=earlier, history=history, gathered=gathered,
                                    transcript=transcript, **extra):
+            event = leaving(event)
             if isinstance(event, Final):
                 self._keep(turn, event.answer, gathered)
             yield event

@@ -214,3 +214,18 @@ def test_an_unknown_exception_is_answered_from_its_own_text(tmp_path: Path) -> N
     data = ask("why did my run die?", "--attach", str(log))
     assert "solution_text_v2" in data["answer"].split("Sources:")[0]
     assert data["root_cause"]["evidence"] and data["root_cause"]["evidence"][0].startswith(str(log))
+
+
+# ---------------------------------------------------------------------- redaction at the front door
+
+
+def test_what_leaves_a_front_door_is_redacted_even_when_the_model_wrote_it(tmp_path: Path) -> None:
+    from fake_openai import FakeOpenAI, Reply
+
+    secret = "hf_abcdefghijklmnopqrstuvwxyz0123456789AB"
+    with FakeOpenAI([Reply(content=f"Set HF_TOKEN={secret} and retry.")]) as server:
+        streamed = runner.invoke(app, ["ask", "why?", "--base-url", server.base_url])
+        as_json = runner.invoke(app, ["ask", "why again?", "--base-url", server.base_url, "--json"])
+    assert streamed.exit_code == 0 and as_json.exit_code == 0, streamed.output
+    assert "retry" in streamed.stdout and secret not in streamed.stdout
+    assert "retry" in as_json.stdout and secret not in as_json.stdout

@@ -75,8 +75,25 @@ def _render_diagnosis(d: Any) -> str:
     return "\n".join(lines)
 
 
+def _catalog(zero_reward_steps: int | None) -> Any:
+    """The shipped catalog, or a copy whose zero-reward streak needs ``zero_reward_steps`` steps."""
+    if zero_reward_steps is None:
+        return None
+    import copy
+    import dataclasses
+
+    from rlmedic.tools.logs.signatures import builtin_catalog
+
+    base = builtin_catalog()
+    metrics = copy.deepcopy(base.metrics)
+    metrics.setdefault("rules", {}).setdefault("zero_reward", {})["min_steps"] = int(zero_reward_steps)
+    return dataclasses.replace(base, metrics=metrics)
+
+
 @tool(render=_render_diagnosis, cache_paths="paths", evidence=ev.diagnosis_evidence)
-def diagnose(ctx: ToolContext, paths: Paths) -> Any:
+def diagnose(ctx: ToolContext, paths: Paths,
+             zero_reward_steps: Annotated[int | None, Field(ge=1, le=100_000, description=(
+                 "Steps in a row with zero reward that make the zero-reward streak (default: 10)."))] = None) -> Any:
     """Find the root cause of a failed AReaL/slime training run in its logs.
 
     Scans log files or folders of per-rank logs for failure signatures (CUDA OOM by phase,
@@ -87,7 +104,7 @@ def diagnose(ctx: ToolContext, paths: Paths) -> Any:
     from rlmedic.tools.logs.diagnose import diagnose as run
 
     files, streams = ctx.split_streams(paths)
-    return run(files, confinement=ctx.confinement, streams=streams)
+    return run(files, confinement=ctx.confinement, streams=streams, catalog=_catalog(zero_reward_steps))
 
 
 @tool

@@ -109,8 +109,10 @@ def diagnose(
     confinement: Confinement,
     engine: str | None = None,
     streams: Sequence[Source] = (),
+    catalog: Catalog | None = None,
 ) -> Diagnosis:
-    """Diagnose log files or directories of per-rank logs (gzip allowed).
+    """Diagnose log files or directories of per-rank logs (gzip allowed); ``catalog`` overrides the
+    shipped signatures and metric thresholds (``watch`` changes the zero-reward streak).
 
     ``streams`` are inputs a front door opened itself and vouches for: the CLI turns ``-``
     (stdin) and pipe paths the user typed (``/dev/stdin``, a shell's ``<(...)``) into them
@@ -124,7 +126,7 @@ def diagnose(
     sources = [*streams, *sources]
     if not sources:
         raise UserError(f"{', '.join(map(str, paths))}: no log files found")
-    return _diagnose_sources(sources, confinement, skipped, engine)
+    return _diagnose_sources(sources, confinement, skipped, engine, catalog)
 
 
 def diagnose_text(text: str, name: str = "<input>", *, engine: str | None = None) -> Diagnosis:

@@ -20,7 +20,6 @@ checkpoint root is known, the checkpoints tool's recovery plan; their text is re
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import threading
 import time
@@ -177,15 +176,6 @@ class Watcher:
         self.failed_since_progress = False
         self.finished = False
         self.stalled = False
-        self.catalog = self._catalog()
-
-    def _catalog(self) -> Any:
-        from rlmedic.tools.logs.signatures import builtin_catalog
-
-        base = builtin_catalog()
-        metrics = copy.deepcopy(base.metrics)
-        metrics.setdefault("rules", {}).setdefault("zero_reward", {})["min_steps"] = int(self.options.zero_reward_steps)
-        return dataclasses.replace(base, metrics=metrics)
 
     # -- one tick ----------------------------------------------------------------
 
@@ -219,9 +209,12 @@ class Watcher:
         self.active_metric = {k for k in self.active_metric if not k.startswith(file_id + "|")}
 
     def _diagnose(self, dirty: set[str]) -> list[Alert]:
-        """Diagnose the windows of the files that got new lines, together (one run, one root)."""
-        from rlmedic.errors import UserError
-        from rlmedic.tools.logs.diagnose import diagnose_texts
+        """Diagnose the windows of the files that got new lines, together (one run, one root).
+
+        Through the registry like every other caller: the windows are streams this front door
+        vouches for (``ToolContext.streams``), so the result passes the one redaction step."""
+        from rlmedic.registry import REGISTRY, ToolContext
+        from rlmedic.tools.logs.scan import Source
 
         windows = [w for fid, w in self.windows.items() if fid in dirty and w.lines]
         if not windows:
@@ -234,10 +227,13 @@ class Watcher:
             by_name[str(w.path)] = w
             skips[str(w.path)] = skip
             texts.append((str(w.path), text))
-        try:
-            diagnosis = diagnose_texts(texts, catalog=self.catalog)
-        except UserError:
+        ctx = ToolContext.for_roots([], env_roots=False)
+        ctx.streams = {name: Source(name=name, data=text.encode("utf-8", errors="replace")) for name, text in texts}
+        result = REGISTRY.call("diagnose", {"paths": list(ctx.streams),
+                                            "zero_reward_steps": int(self.options.zero_reward_steps)}, ctx)
+        if not result.ok:
             return []  # nothing textual in the windows (binary output)
+        diagnosis = result.value
         step = diagnosis.stats.get("last_step")
         if step is not None and step != self.last_step:
             self.last_step = step
