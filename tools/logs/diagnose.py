@@ -264,9 +264,9 @@ def excerpt_lines(hit: Hit, before: int = EXCERPT_BEFORE, after: int = EXCERPT_A
 def _error_words(tb: Traceback) -> str:
     """What an error says about itself: type, message, and the packages, functions and files of its frames."""
     frames = tb.frames[-6:]
-    parts = [tb.exc_type, tb.text, " ".join(tb.packages()[:4])]
+    parts = [f"{tb.exc_type}: {tb.text}" if tb.text else tb.exc_type, " ".join(tb.packages()[:4])]
     parts += [f"{f.func} {f.path.rsplit('/', 1)[-1].rsplit('.', 1)[0]} {f.code}" for f in frames]
-    return " ".join(parts)
+    return "\n".join(parts)
 
 
 def _sig_fixes(sig: Signature, numbers: dict[str, Any], framework: str = "") -> list[Fix]:

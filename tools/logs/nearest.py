@@ -30,6 +30,8 @@ MIN_SHARED = 4
 MIN_SHARE = 0.6
 #: ...and, when the best of them matched only a generic error string, this many agree by more than words.
 MIN_AGREEING = 2
+#: A vote of records that only share words with the error needs one this close (match score).
+MIN_SIMILAR = 0.25
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]+")
 #: Words every traceback has; they say nothing about which failure it is.
@@ -142,6 +144,8 @@ def by_known(texts: list[str]) -> Neighbour | None:
     agreeing = [m for m in matches or [] if getattr(getattr(m, "record", None), "category", None) == category]
     if not agreeing:
         return None
+    if all(getattr(m, "how", "") == "similar" for m in agreeing) and max(m.score for m in agreeing) < MIN_SIMILAR:
+        return None  # only a few shared words
     certain = [m for m in agreeing if getattr(m, "how", "") == "regex"
                or (getattr(m, "how", "") == "exact" and any(_specific(e) for e in m.record.symptoms.errors))]
     top = agreeing[0]
