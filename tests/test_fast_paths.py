@@ -175,3 +175,31 @@ def test_counting_repeated_hits_without_building_them_changes_nothing(tmp_path: 
     assert _run(log) == fast
     summaries = " ".join(f["summary"] for f in fast["findings"])
     assert "(x300)" in summaries, summaries  # every retraction counted, though only 20 were built
+
+
+def _rank_folders() -> list[Path]:
+    return [p for p in CASES if p.is_dir()]
+
+
+def test_rank_folders_scanned_on_several_processes_equal_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlmedic.tools.logs import scan
+
+    folders = _rank_folders()
+    assert folders
+    monkeypatch.setenv("RLMEDIC_SCAN_PROCESSES", "1")
+    one = [_run(p) for p in folders]
+    monkeypatch.setenv("RLMEDIC_SCAN_PROCESSES", "2")
+    monkeypatch.setattr(scan, "PARALLEL_MIN_BYTES", 0)
+    used = []
+    real = scan.Scanner._scan_parallel
+
+    def spy(self, *args):
+        result = real(self, *args)
+        used.append(result is not None)
+        return result
+
+    monkeypatch.setattr(scan.Scanner, "_scan_parallel", spy)
+    many = [_run(p) for p in folders]
+    # merged from the workers, except where the collector-wide metric caps (64 series) make one process decide
+    assert len(used) == len(folders) and sum(used) >= len(folders) - 1, used
+    assert many == one

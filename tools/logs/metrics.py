@@ -122,7 +122,7 @@ class MetricCollector:
 
     def _note_key(self, file_index: int, key: str) -> None:
         seen = (file_index, key)
-        if seen in self._keys_seen or len(self._keys_seen) > 4096:
+        if seen in self._keys_seen or len(self._keys_seen) > self.KEYS_CAP:
             return
         self._keys_seen.add(seen)
         fw = self.framework_of(key)
@@ -267,6 +267,50 @@ class MetricCollector:
         prev = self.last_step.get(file_index)
         if prev is None or line_no >= prev[1]:
             self.last_step[file_index] = (step, line_no)
+
+    # -- one file scanned elsewhere (a worker process) -------------------------------
+
+    #: Keys noted per collector at most (see :meth:`_note_key`).
+    KEYS_CAP = 4096
+
+    def file_state(self, file_index: int) -> dict[str, Any]:
+        """What this collector learned from one file, as plain data (returned by a scan worker)."""
+        return {
+            "series": [(s.key, s) for (i, _k), s in self.series.items() if i == file_index],
+            "current_step": self.current_step.get(file_index),
+            "last_step": self.last_step.get(file_index),
+            "total_steps": self.total_steps.get(file_index),
+            "step_lines": self.step_lines.get(file_index),
+            "counters": {k: n for (i, k), n in self._counters.items() if i == file_index},
+            "file_keys": self._file_keys.get(file_index),
+            "keys_seen": [k for i, k in self._keys_seen if i == file_index],
+            "frameworks": self.frameworks.get(file_index),
+        }
+
+    def fits(self, states: list[dict[str, Any]]) -> bool:
+        """Whether absorbing ``states`` stays under the collector-wide caps.
+
+        :meth:`_add` stops creating series at :data:`MAX_SERIES` and :meth:`_note_key`
+        stops noting keys past :attr:`KEYS_CAP`, across all files: files scanned apart
+        would each get the whole allowance. Past the caps the caller scans in one process.
+        """
+        series = len(self.series) + sum(len(st["series"]) for st in states)
+        keys = len(self._keys_seen) + sum(len(st["keys_seen"]) for st in states)
+        return series < MAX_SERIES and keys < self.KEYS_CAP
+
+    def absorb(self, state: dict[str, Any], file_index: int) -> None:
+        """Take one file's :meth:`file_state` as file ``file_index`` (as if this collector had scanned it)."""
+        for key, series in state["series"]:
+            series.file_index = file_index
+            self.series[(file_index, key)] = series
+        for name, target in (("current_step", self.current_step), ("last_step", self.last_step),
+                             ("total_steps", self.total_steps), ("step_lines", self.step_lines),
+                             ("file_keys", self._file_keys), ("frameworks", self.frameworks)):
+            if state[name] is not None:
+                target[file_index] = state[name]
+        for key, n in state["counters"].items():
+            self._counters[(file_index, key)] = n
+        self._keys_seen.update((file_index, k) for k in state["keys_seen"])
 
     # -- queries -------------------------------------------------------------------
 

@@ -755,6 +755,14 @@ class Scanner:
     # -- public ------------------------------------------------------------------
 
     def scan(self, sources: list[Source], confinement: Confinement | None = None) -> ScanResult:
+        workers = self._parallel_workers(sources)
+        if workers > 1:
+            result = self._scan_parallel(sources, confinement, workers)
+            if result is not None:
+                return result
+        return self._scan_here(sources, confinement)
+
+    def _scan_here(self, sources: list[Source], confinement: Confinement | None = None) -> ScanResult:
         files: list[FileInfo] = []
         skipped: list[dict[str, str]] = []
         for src in sources:
@@ -778,6 +786,100 @@ class Scanner:
                 continue
             files.append(info)
         self._finish()
+        return ScanResult(files, self.groups, self.engine.name, skipped, self.bytes_read, self.truncated)
+
+    # -- several files on several cores -----------------------------------------------
+
+    def _collector(self) -> Any:
+        """The MetricCollector both callbacks belong to (None when there are no callbacks); False: something else."""
+        from rlmedic.tools.logs.metrics import MetricCollector
+
+        owners = {id(getattr(cb, "__self__", cb)): getattr(cb, "__self__", None)
+                  for cb in (self.on_metric, self.on_table) if cb is not None}
+        if not owners:
+            return None
+        owner = next(iter(owners.values()))
+        return owner if len(owners) == 1 and isinstance(owner, MetricCollector) else False
+
+    def _parallel_workers(self, sources: list[Source]) -> int:
+        """How many processes to scan ``sources`` with (1: here, in this process).
+
+        Several files (a folder of rank logs) of :data:`PARALLEL_MIN_BYTES` or more in
+        all, on a machine with :data:`PARALLEL_MIN_CORES` cores or more
+        (``RLMEDIC_SCAN_PROCESSES=N`` sets the number, also on smaller machines; 1 turns
+        it off), when the byte cap cannot be reached (a file cut by it decides what the
+        next files see) and this scanner has seen nothing yet.
+        """
+        raw = os.environ.get("RLMEDIC_SCAN_PROCESSES", "").strip()
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        # by default only from 4 cores: on 2 (shared) cores the workers' start-up and the merge ate the gain
+        limit = int(raw) if raw.isdigit() else (cores if cores >= PARALLEL_MIN_CORES else 1)
+        if min(limit, cores, len(sources)) < 2 or self.groups or self.bytes_read or self.truncated:
+            return 1
+        if any(src.path is None or src.stream is not None or src.data is not None for src in sources):
+            return 1
+        collector = self._collector()
+        if collector is False or (collector is not None and (collector.series or collector.current_step)):
+            return 1
+        total = worst = 0
+        for src in sources:
+            try:
+                size = os.stat(src.path).st_size  # type: ignore[arg-type]
+            except OSError:
+                return 1
+            total += size
+            worst += size * (max_gzip_ratio() if str(src.path).endswith(".gz") else 1)
+        if total < PARALLEL_MIN_BYTES or worst >= self.max_bytes:
+            return 1
+        return min(limit, cores, len(sources))
+
+    def _scan_parallel(self, sources: list[Source], confinement: Confinement | None, workers: int) -> ScanResult | None:
+        """Each file scanned by a worker process, merged in file order exactly as one process would have.
+
+        Returns None (the caller scans here instead) when a worker hit a case a merge cannot
+        reproduce: a byte cap, a file that broke part-way, the collector-wide metric caps.
+        """
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        collector = self._collector()
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            # one server imports the scanner once; each worker is a fork of it (no threads of ours copied)
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["rlmedic.tools.logs.scan", "rlmedic.tools.logs.metrics"])
+        else:
+            context = multiprocessing.get_context("spawn")
+        builtin = self.catalog is _builtin_catalog_if_loaded()
+        env = {k: v for k, v in os.environ.items() if k.startswith("RLMEDIC_")}  # caps, engine, data dir
+        init = (None if builtin else self.catalog, self.engine.name, self.max_bytes, self.chunk,
+                collector.config if collector else None, env)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init, initargs=init) as pool:
+            results = list(pool.map(_worker_scan, sources, [confinement] * len(sources)))
+        if any(r["truncated"] for r in results):
+            return None
+        if any(r["skipped"] and (r["groups"] or (r["metrics"] and r["metrics"]["series"])) for r in results):
+            return None  # a file that broke part-way leaves state the next file would have continued from
+        if collector is not None and not collector.fits([r["metrics"] for r in results]):
+            return None
+        files: list[FileInfo] = []
+        skipped: list[dict[str, str]] = []
+        for r in results:
+            index = len(files)  # as in one process: the index of the next file kept
+            for (sig, _i, group, phase), grp in r["groups"].items():
+                grp.file_index = index
+                for hit in (*grp.detailed, *([grp.last] if grp.last else [])):
+                    hit.file_index = index
+                self.groups[(sig, index, group, phase)] = grp
+            if collector is not None:
+                collector.absorb(r["metrics"], index)
+            self.bytes_read += r["bytes_read"]
+            skipped += r["skipped"]
+            for info in r["files"]:
+                info.index = index
+                files.append(info)
         return ScanResult(files, self.groups, self.engine.name, skipped, self.bytes_read, self.truncated)
 
     # -- the loop ----------------------------------------------------------------
@@ -1072,6 +1174,48 @@ class Scanner:
     def _note_frameworks(self, info: FileInfo, lines: list[str]) -> None:
         for name, n in detect_frameworks(self.catalog, "\n".join(lines)).items():
             info.frameworks[name] = info.frameworks.get(name, 0) + n
+
+
+#: Below this many bytes in all, starting worker processes costs more than it saves.
+PARALLEL_MIN_BYTES = 256 << 20
+#: Cores a machine needs before files are scanned in parallel unless RLMEDIC_SCAN_PROCESSES asks.
+PARALLEL_MIN_CORES = 4
+
+_WORKER: dict[str, Any] = {}
+
+
+def _builtin_catalog_if_loaded() -> Catalog | None:
+    from rlmedic.tools.logs import signatures
+
+    return signatures.builtin_catalog() if signatures.builtin_catalog.cache_info().currsize else None
+
+
+def _worker_init(catalog: Catalog | None, engine: str, max_bytes: int, chunk: int, metrics: dict[str, Any] | None,
+                 env: dict[str, str]) -> None:
+    """A scan worker's setup: the parent's RLMEDIC_* settings, the catalog (the shipped one from the disk cache,
+    else the one sent), the engine and the caps."""
+    from rlmedic.tools.logs.signatures import builtin_catalog
+
+    for key in [k for k in os.environ if k.startswith("RLMEDIC_") and k not in env]:
+        del os.environ[key]
+    os.environ.update(env)
+
+    _WORKER.update(catalog=catalog or builtin_catalog(), engine=engine, max_bytes=max_bytes, chunk=chunk, metrics=metrics)
+
+
+def _worker_scan(src: Source, confinement: Confinement | None) -> dict[str, Any]:
+    """Scan one file in a worker process as file 0; the parent renumbers and merges."""
+    collector = None
+    if _WORKER["metrics"] is not None:
+        from rlmedic.tools.logs.metrics import MetricCollector
+
+        collector = MetricCollector(_WORKER["metrics"])
+    scanner = Scanner(_WORKER["catalog"], engine=_WORKER["engine"], max_bytes=_WORKER["max_bytes"], chunk=_WORKER["chunk"],
+                      on_metric=collector.feed if collector else None,
+                      on_table=collector.feed_table if collector else None)
+    result = scanner._scan_here([src], confinement)
+    return {"files": result.files, "groups": result.groups, "skipped": result.skipped, "bytes_read": result.bytes_read,
+            "truncated": result.truncated, "metrics": collector.file_state(0) if collector else None}
 
 
 def _has_more(stream: BinaryIO) -> bool:
