@@ -168,3 +168,17 @@ def test_check_command_exit_codes(tmp_path: Path) -> None:
                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert bad.returncode == 1
     assert bad.stdout.splitlines()[0].startswith(str(tmp_path / "bad" / f"{GOOD['id']}.yaml") + ": category: unknown category")
+
+
+def test_a_yaml_bomb_in_a_team_folder_is_one_line(tmp_path: Path) -> None:
+    folder = tmp_path / "team"
+    folder.mkdir()
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(8))
+    (folder / "bomb.yaml").write_text(bomb)
+    _write(folder, GOOD)
+    pack = load([(folder, "team")])
+    assert len(pack.problems) == 1 and pack.problems[0].startswith(str(folder / "bomb.yaml"))
+    assert "\n" not in pack.problems[0]
+    assert [r.id for r in pack.records] == [GOOD["id"]]

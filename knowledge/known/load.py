@@ -199,6 +199,14 @@ def _read_yaml(path: Path, size: int, problems: list[str]) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})")
         return _BAD
+    from rlmedic.bounded import check_yaml
+    from rlmedic.errors import UserError
+
+    try:
+        check_yaml(text, str(path))  # alias bombs and deep nesting are refused before anything is built
+    except UserError as exc:
+        problems.append(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}")
+        return _BAD
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
