@@ -1,0 +1,81 @@
+"""The Session: attachments with their confinement, evidence and history, saved per thread and pruned."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+from conftest import FIXTURES
+from rlmedic.agent.events import Final
+from rlmedic.agent.session import Session, SessionStore
+
+OOM_LOG = FIXTURES / "logs" / "signatures" / "cuda-oom.log"
+
+
+def answer(session: Session, question: str):
+    return [e for e in session.ask(question) if isinstance(e, Final)][-1].answer
+
+
+def test_a_named_thread_comes_back_with_its_files_evidence_and_history(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions")
+    log = tmp_path / "run" / "train.log"
+    log.parent.mkdir()
+    shutil.copy(OOM_LOG, log)
+    first = Session("team:1", offline=True, store=store)
+    first.attach(log)
+    assert answer(first, "why did it die?").category == "oom_training"
+    saved = json.loads((store.folder("team:1") / "session.json").read_text())
+    assert saved["attachments"] == [str(log.resolve())] and saved["turns"][0]["category"] == "oom_training"
+    assert saved["evidence"][0]["subject"] == "logs" and saved["evidence"][0]["findings"][0]["category"] == "oom_training"
+    assert (store.folder("team:1").stat().st_mode & 0o777) == 0o700
+    assert (store.folder("team:1") / "session.json").stat().st_mode & 0o777 == 0o600
+
+    again = Session("team:1", offline=True, store=store)  # another process, the same thread
+    assert again.attachments == [log.resolve()] and len(again.turns) == 1 and again.evidence
+    ctx = again.context()
+    assert ctx.confinement.allows(log) and not ctx.confinement.allows(tmp_path / "elsewhere.log")
+    follow = [e for e in again.ask("and how do I fix it?")]
+    assert not [e for e in follow if getattr(e, "kind", "") == "tool_started"]  # the evidence is reused
+    assert follow[-1].answer.category == "oom_training"
+    # a file that disappeared is no root any more
+    log.unlink()
+    assert Session("team:1", offline=True, store=store).attachments == []
+
+
+def test_an_unnamed_session_writes_nothing_and_detach_drops_its_evidence(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions")
+    session = Session(offline=True, store=store)
+    session.attach(OOM_LOG)
+    answer(session, "why?")
+    assert not store.root.exists() or not any(store.root.iterdir())
+    assert session.evidence
+    session.detach(OOM_LOG)
+    assert session.evidence == [] and session.attachments == []
+
+
+def test_old_threads_are_pruned_with_the_models_memory(tmp_path: Path, monkeypatch) -> None:
+    home = Path(os.environ["RLMEDIC_HOME"])
+    store = SessionStore(tmp_path / "sessions")
+    for n in range(5):
+        store.save(f"t{n}", {"thread_id": f"t{n}", "turns": []})
+    for n in range(5):
+        old = time.time() - (40 * 24 * 3600 if n == 0 else 100 - n)
+        os.utime(store.folder(f"t{n}"), (old, old))
+    from rlmedic.settings import data_dir
+
+    db = data_dir() / "conversations.sqlite"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE checkpoints (thread_id TEXT)")
+        con.execute("CREATE TABLE writes (thread_id TEXT)")
+        con.executemany("INSERT INTO checkpoints VALUES (?)", [("t0",), ("t1",), ("t4",)])
+    dropped = store.prune(max_threads=3)
+    assert sorted(dropped) == ["t0", "t1"]  # older than 30 days, then the oldest beyond 3
+    assert sorted(p.name for p in store.root.iterdir()) == ["t2", "t3", "t4"]
+    with sqlite3.connect(db) as con:
+        assert [r[0] for r in con.execute("SELECT thread_id FROM checkpoints")] == ["t4"]
+    assert str(home) in str(db)
