@@ -213,3 +213,18 @@ def test_the_rank_that_did_not_time_out_is_named(tmp_path: Path) -> None:
 def test_ranks_that_failed_otherwise_are_not_silent() -> None:
     root = _diag(RANKS).root_finding
     assert root is not None and "silent_ranks" not in root.evidence
+
+
+def test_one_merged_ray_log_orders_its_processes() -> None:
+    """The same story in one driver log (Ray actor prefixes): processes, not files, tell the ranks apart."""
+    from rlmedic.tools.logs.diagnose import diagnose_text
+
+    lines = [f"(TrainWorker pid={100 + r}) 2026-11-26 11:13:58,700 INFO rollout 43: received 512 samples from sglang"
+             for r in range(4)]
+    lines.append("(TrainWorker pid=103) " + WATCHDOG.format(r=3, md="1126", hms="11:16:00", op="ALLREDUCE"))
+    for r in range(3):
+        lines += [f"(TrainWorker pid={100 + r}) 2026-11-26 11:16:02,100 ERROR step failed"]
+        lines += [f"(TrainWorker pid={100 + r}) {t}" for t in PEER_LOST]
+    root = diagnose_text("\n".join(lines) + "\n").root_finding
+    assert root is not None and root.id == "nccl-watchdog-timeout" and root.evidence["phase"] == "training"
+    assert "TrainWorker pid=100, TrainWorker pid=101, TrainWorker pid=102 reported the loss" in root.summary

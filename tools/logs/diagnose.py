@@ -861,8 +861,9 @@ class _Builder:
         notes = []
         for d, ln in sorted(explained, key=lambda x: x[0].when):
             ranks = ln.effect.ranks or {int(m.group(1)) for f in ln.effect.files if (m := _FILE_RANK.search(os.path.basename(f)))}
+            names = sorted(ln.effect.files - ln.cause.files) or sorted(ln.effect.processes - ln.cause.processes) or sorted(ln.effect.files)
             where = f"rank{'s' if len(ranks) > 1 else ''} {_ranges(sorted(ranks))}" if ranks else (
-                ", ".join(sorted(ln.effect.files)[:4]) + (", ..." if len(ln.effect.files) > 4 else ""))
+                ", ".join(names[:4]) + (", ..." if len(names) > 4 else ""))
             after = describe_after(ln.after_s)
             notes.append({"finding": d.finding.id, "where": where, "after_s": ln.after_s, "rule": ln.rule.id})
             if ln.rule.explain and len(notes) == 1:
