@@ -228,3 +228,20 @@ def test_one_merged_ray_log_orders_its_processes() -> None:
     root = diagnose_text("\n".join(lines) + "\n").root_finding
     assert root is not None and root.id == "nccl-watchdog-timeout" and root.evidence["phase"] == "training"
     assert "TrainWorker pid=100, TrainWorker pid=101, TrainWorker pid=102 reported the loss" in root.summary
+
+
+def test_a_traceback_without_a_time_of_its_own_is_not_placed_before(tmp_path: Path) -> None:
+    """The usual real layout: the other ranks' tracebacks carry no time, the last dated line above them is a
+    progress line from minutes earlier. That time is a lower bound, not the failure's: rank 3's dated
+    watchdog timeout is still the root. When the traceback was announced by a dated ERROR line, that
+    time is its own and order decides as before."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for r in range(4):
+        lines = ["2026-11-26 11:13:58,700 INFO rollout 43: received 512 samples, 8 micro-batches"]
+        lines += [WATCHDOG.format(r=3, md="1126", hms="11:16:00", op="ALLREDUCE")] if r == 3 else PEER_LOST
+        (folder / f"rank{r}.log").write_text("\n".join(lines) + "\n")
+    root = _diag(folder).root_finding
+    assert root is not None and root.id == "nccl-watchdog-timeout"
+    assert "ranks 0-2 reported the loss of a peer (nccl-error) afterwards" in root.summary
+    assert root.evidence["explains"][0]["after_s"] is None

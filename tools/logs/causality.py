@@ -105,6 +105,9 @@ class Event:
     processes: set[str] = field(default_factory=set)
     file: str = ""
     line: int = 0
+    #: the time was printed on the line itself; otherwise it is the nearest earlier dated line's,
+    #: a lower bound (a Python traceback has no time of its own)
+    ts_explicit: bool = True
 
 
 @dataclass
@@ -237,13 +240,25 @@ def _elsewhere(cause: Event, effect: Event) -> bool:
 
 
 def _after(cause: Event, effect: Event) -> float | None | bool:
-    """Seconds from the cause to the effect; None when both are undated lines of one file in order;
-    False when the effect cannot be placed after the cause."""
+    """Seconds from the cause to the effect; None when the effect may have followed but how long after is
+    not known; False when the effect provably came first (or cannot be placed at all).
+
+    A time a line only inherited from an earlier dated line is a lower bound: a traceback printed
+    after "11:13:58 INFO ..." happened at 11:13:58 or later, so it does not prove it came before
+    a failure printed with 11:16:00 on another rank.
+    """
+    if cause.file == effect.file and cause.line > effect.line and not (cause.ts_explicit and effect.ts_explicit):
+        return False  # in one file, line order is time order
     if cause.ts is not None and effect.ts is not None:
-        return (effect.ts - cause.ts).total_seconds()
-    if cause.ts is None and effect.ts is None and cause.file == effect.file and cause.line < effect.line:
-        return None
-    return False
+        seconds = (effect.ts - cause.ts).total_seconds()
+        if cause.ts_explicit and effect.ts_explicit:
+            return seconds
+        if seconds >= 0:
+            return seconds if cause.ts_explicit else None  # the cause may be later than its lower bound
+        return None if not effect.ts_explicit else False  # only an explicit effect time proves it came first
+    if cause.ts is None and effect.ts is None:
+        return None if cause.file != effect.file or cause.line < effect.line else False
+    return None if not (effect.ts_explicit and effect.ts is not None) else False
 
 
 def link(events: list[Event], table: Table | None = None) -> dict[int, Link]:
@@ -274,17 +289,29 @@ def link(events: list[Event], table: Table | None = None) -> dict[int, Link]:
             after = _after(cause, ev)
             if after is False or (isinstance(after, float) and not 0 <= after <= rule.within_s):
                 continue
+            if after is None and not _only_candidate(cause, ev, events, effect_of, j):
+                continue  # an unknown order links only when nothing else elsewhere could explain it
             links[i] = Link(cause, ev, rule, after if isinstance(after, float) else None)
             break
     return links
 
 
+def _only_candidate(cause: Event, effect: Event, events: list[Event], effect_of: dict[int, list[Effect]], j: int) -> bool:
+    """No failure other than ``cause`` (and no other effect) was seen outside the effect's places."""
+    for k, other in enumerate(events):
+        if k == j or other is effect or effect_of[k]:
+            continue
+        if _elsewhere(other, effect):
+            return False
+    return True
+
+
 def describe_after(seconds: float | None) -> str:
     if seconds is None:
-        return "after it"
+        return "afterwards"
     if seconds < 1:
-        return "under a second"
+        return "under a second later"
     if seconds < 120:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min"
+        return f"{seconds:.0f} s later"
+    return f"{seconds / 60:.0f} min later"
 

@@ -34,6 +34,7 @@ from rlmedic.tools.logs.scan import (
     Source,
     expand_paths,
     parse_timestamp,
+    process_key,
 )
 from rlmedic.tools.logs.causality import Event, builtin_table as causal_table, describe_after, link
 from rlmedic.tools.logs.metrics import MetricCollector, MetricEvent
@@ -259,6 +260,23 @@ def excerpt_lines(hit: Hit, before: int = EXCERPT_BEFORE, after: int = EXCERPT_A
     rows += [(n, t, " ") for n, t in hit.after[:after]]
     width = len(str(rows[-1][0]))
     return redact("\n".join(f"{mark} {n:>{width}} | {t}" for n, t, mark in rows))
+
+
+_ERROR_LEVEL = re.compile(r"\b(?:ERROR|CRITICAL|FATAL|Error|Exception|Traceback)\b|^\S*\[?[EF]\d{4} ")
+
+
+def _dated_here(hit: Hit) -> bool:
+    """The hit's time is its own: printed on its line, or on the error-level line that announced it just
+    above (``12:00:01 ERROR step failed`` then the traceback). A time carried over from the last
+    progress line is only a lower bound."""
+    if parse_timestamp(hit.text[:160], NO_YEAR) is not None:
+        return True
+    for _n, text in reversed(hit.before[-20:]):
+        if process_key(text) != hit.process:
+            continue
+        if parse_timestamp(text[:160], NO_YEAR) is not None:
+            return bool(_ERROR_LEVEL.search(text))
+    return False
 
 
 def _error_words(tb: Traceback) -> str:
@@ -553,7 +571,7 @@ class _Builder:
         event = Event(
             key=fid, sig=evidence["signature"], role=role, texts=[h.text for h in hits[:MAX_OCCURRENCES * 2]],
             ts=first.ts, files=set(files), ranks=set(ranks), processes={h.process for h in hits if h.process},
-            file=first.file, line=first.line,
+            file=first.file, line=first.line, ts_explicit=_dated_here(first),
         )
         return _Draft(finding, ROLE_RANK[role], self._when_key(first.file_index, first.line, first.ts), fid, role,
                       event=event)
