@@ -229,3 +229,29 @@ def test_what_leaves_a_front_door_is_redacted_even_when_the_model_wrote_it(tmp_p
     assert streamed.exit_code == 0 and as_json.exit_code == 0, streamed.output
     assert "retry" in streamed.stdout and secret not in streamed.stdout
     assert "retry" in as_json.stdout and secret not in as_json.stdout
+
+
+def test_a_follow_up_on_the_web_page_answers_from_the_earlier_upload(tmp_path: Path) -> None:
+    """The web front door (gradio_client): a second question with no file is answered from the first upload."""
+    import socket
+
+    from gradio_client import Client, handle_file
+
+    from rlmedic.ui.web import WebSettings, launch
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo, sessions = launch(WebSettings(offline=True, uploads_root=tmp_path / "uploads"), port=port, block=False)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        client.predict({"text": "why did my run die?", "files": [handle_file(str(OOM_LOG))]}, [], api_name="/chat")
+        _box, history, diag, *_ = client.predict({"text": "what exactly should I change in my config?", "files": []},
+                                                  [], api_name="/chat")
+    finally:
+        demo.close()
+        sessions.close_all()
+    last = str(history[-1].get("content"))
+    assert "What to change" in last and "max_tokens_per_mb" in last
+    assert "attach the config you launch with" in last
+    assert "cuda-oom.log" in diag
