@@ -245,3 +245,23 @@ def test_a_traceback_without_a_time_of_its_own_is_not_placed_before(tmp_path: Pa
     assert root is not None and root.id == "nccl-watchdog-timeout"
     assert "ranks 0-2 reported the loss of a peer (nccl-error) afterwards" in root.summary
     assert root.evidence["explains"][0]["after_s"] is None
+
+
+def test_any_failure_first_elsewhere_explains_the_lost_peers(tmp_path: Path) -> None:
+    """Not only the watchdog: an error no signature knows on rank 5, logged a moment before the others lose
+    their peer, is the root (the rule names roles, not a signature)."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for r in range(6):
+        if r == 5:
+            lines = ["2026-11-26 11:15:59,010 ERROR rank 5: reward worker failed", "Traceback (most recent call last):",
+                     '  File "/home/me/rl/reward_utils.py", line 30, in parse_answer', '    return item["boxed"]',
+                     "KeyError: 'boxed'"]
+        else:
+            lines = ["2026-11-26 11:16:02,500 ERROR train step failed", *PEER_LOST]
+        (folder / f"rank{r}.log").write_text("\n".join(lines) + "\n")
+    diag = _diag(folder)
+    root = diag.root_finding
+    assert root is not None and root.file.endswith("rank5.log") and "'boxed'" in root.summary
+    assert root.evidence["explains"][0]["where"] == "ranks 0-4"
+    assert next(f for f in diag.findings if f.id == "nccl-error").root == 0
