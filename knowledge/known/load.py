@@ -29,6 +29,8 @@ ENV_BUILTIN = "RLMEDIC_KNOWN_ISSUES_BUILTIN"
 #: A record file larger than this is refused (a record is a page of text, not a log).
 MAX_RECORD_BYTES = 256 * 1024
 CACHE_VERSION = 1
+#: Brackets a record file may hold before its nesting is checked (regexes bring a few dozen).
+MAX_BRACKETS_UNCHECKED = 500
 
 
 @dataclass
@@ -203,7 +205,10 @@ def _read_yaml(path: Path, size: int, problems: list[str]) -> Any:
     from rlmedic.errors import UserError
 
     try:
-        check_yaml(text, str(path))  # alias bombs and deep nesting are refused before anything is built
+        # alias bombs and deep nesting are refused before anything is built; without an anchor (&) there is
+        # no alias to expand, and a record's few brackets cannot nest deep: the costly check is skipped
+        if "&" in text or text.count("[") + text.count("{") > MAX_BRACKETS_UNCHECKED:
+            check_yaml(text, str(path))
     except UserError as exc:
         problems.append(str(exc) if str(exc).startswith(str(path)) else f"{path}: {exc}")
         return _BAD
