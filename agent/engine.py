@@ -64,7 +64,7 @@ def answer_events(question: str, *, attachments: Sequence[Path] = (), ctx: Any =
         return
     try:
         agent = Agent(config, model, ctx, attachments=attachments, thread_id=thread_id, budgets=budgets,
-                      registry=registry, kb=kb, earlier=earlier)
+                      registry=registry, kb=kb, earlier=earlier, history=history)
         answered = False
         for event in agent.ask(question):
             if isinstance(event, Final):

@@ -281,7 +281,8 @@ class Agent:
 
     def __init__(self, config: LLMConfig, model: str, ctx: Any, *, attachments: Sequence[Path] = (),
                  thread_id: str | None = None, budgets: Budgets = Budgets(), registry: Any = None,
-                 call: Callable[..., Any] | None = None, kb: Any = None, earlier: Sequence[Any] = ()) -> None:
+                 call: Callable[..., Any] | None = None, kb: Any = None, earlier: Sequence[Any] = (),
+                 history: Sequence[dict[str, Any]] = ()) -> None:
         from langchain.agents import create_agent
 
         from rlmedic.agent.llm import chat_model
@@ -295,6 +296,7 @@ class Agent:
         self.ctx, self.kb, self.budgets = ctx, kb, budgets
         self.attachments = list(attachments)
         self.earlier = [e for e in earlier if e is not None]  # evidence of earlier turns in the session
+        self.history = list(history)  # the session's earlier turns (a follow-up's topic)
         self.gathered: list[Any] = []  # the evidence this question added (for the session)
         self.call = call or registry.call
         self.thread_id = thread_id or f"once-{uuid.uuid4().hex}"
@@ -456,7 +458,8 @@ class Agent:
         from rlmedic.agent.investigate import attachment_texts
 
         kb = self.kb if self.kb is not None or self.ctx is None else self.ctx.knowledge()
-        composed = compose(question, evidence, kb, texts=attachment_texts(self.attachments, self.ctx))
+        composed = compose(question, evidence, kb, history=self.history,
+                           texts=attachment_texts(self.attachments, self.ctx))
         return dataclasses.replace(composed, answer=reply, engine="llm", summary=reply.split("\n", 1)[0][:300],
                                    grounded=composed.answer, notices=[], tool_calls=[])
 
