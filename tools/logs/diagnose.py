@@ -262,6 +262,30 @@ def excerpt_lines(hit: Hit, before: int = EXCERPT_BEFORE, after: int = EXCERPT_A
     return redact("\n".join(f"{mark} {n:>{width}} | {t}" for n, t, mark in rows))
 
 
+def _classify_unknown(tb: Traceback, phase: str) -> tuple[Any, Any, dict[str, Any]]:
+    """An exception no literal signature names: the first traceback rule that fits (type, message, frame
+    packages, the phase around it), else its nearest known issues or card, else nothing ("other").
+
+    Returns the rule, the neighbour and the finding's id, role, title, explain, card (None: the
+    signature's), category and phase ("" for id, role and category when they stay the signature's). The phase the surrounding lines
+    suggest is kept only when a rule used it: shown alone it is often a guess.
+    """
+    rule = classify(tb, phase=phase)
+    if rule is not None:
+        return rule, None, {"id": rule.id, "role": rule.role, "title": rule.title, "explain": rule.explain,
+                            "card": rule.card, "category": rule.category, "phase": phase if rule.phases else ""}
+    near = nearest(_error_words(tb))
+    out: dict[str, Any] = {"id": "", "role": "", "title": tb.exc_type, "card": None, "category": "", "phase": "",
+           "explain": "No signature knows this error; what it names is the place to start"}
+    if near is not None and near.how == "known":
+        out.update(category=near.category, card=near.card, explain=(
+            f"No signature knows this error; the nearest known issues ({', '.join(near.refs[:3])}) are {near.category} problems"))
+    elif near is not None:
+        out.update(category=near.category, card=near.card, explain=(
+            f"No signature knows this error; it is closest to the card {near.card} (shared words: {', '.join(near.shared[:5])})"))
+    return None, near, out
+
+
 _ERROR_LEVEL = re.compile(r"\b(?:ERROR|CRITICAL|FATAL|Error|Exception|Traceback)\b|^\S*\[?[EF]\d{4} ")
 
 
@@ -427,29 +451,13 @@ class _Builder:
         if sig.role not in ("marker", "symptom"):  # an exception line: read its traceback, say what it names
             tb = read_traceback(first.text, [t for _n, t in first.before])
             said = quote(tb) if tb else None
-        if sig.id == "python-exception":  # no literal signature knew the line: classify its traceback
-            rule = classify(tb, phase=phase) if tb else None
-            if rule is not None:
-                fid, role, title, explain = rule.id, rule.role, rule.title, rule.explain
-                card_id, category = rule.card, rule.category
-            elif tb is not None:
-                title = tb.exc_type
-                near = nearest(_error_words(tb))
-                if near is not None:
-                    category = near.category
-                    card_id = near.card
-                    if near.how == "known":
-                        explain = (f"No signature knows this error; the nearest known issues ({', '.join(near.refs[:3])}) "
-                                   f"are {category} problems")
-                    else:
-                        explain = (f"No signature knows this error; it is closest to the card {near.card} "
-                                   f"(shared words: {', '.join(near.shared[:5])})")
-                else:
-                    explain = "No signature knows this error; what it names is the place to start"
-            if rule is None or not rule.phases:
-                # the phase the lines around an unknown error suggest only classifies it (rules with
-                # `phases`); shown alone it would often be a guess ("during SGLang generation")
-                phase = ""
+        if sig.id == "python-exception" and tb is not None:  # no literal signature knew the line
+            rule, near, c = _classify_unknown(tb, phase)
+            fid, role, title, explain, category, phase = (
+                c["id"] or fid, c["role"] or role, c["title"], c["explain"], c["category"] or category, c["phase"])
+            card_id = card_id if c["card"] is None else c["card"]
+        elif sig.id == "python-exception":
+            phase = ""
         numbers = {k: v for k, v in first.numbers.items() if k not in ("repeated",)}
         ranks = sorted({h.numbers["rank"] for h in hits if isinstance(h.numbers.get("rank"), int)})
         files = sorted({h.file for h in hits})
