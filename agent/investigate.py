@@ -130,16 +130,37 @@ def question_evidence(question: str, ctx: Any) -> Any:
 
 
 def investigate(question: str, *, attachments: Sequence[Path], ctx: Any, results: list[Any],
-                call: Callable[..., Any] | None = None, known: Iterable[str] = ()) -> Iterator[Event]:
-    """Run the tools the attachments call for (those in ``known`` call keys are skipped): events, results."""
+                call: Callable[..., Any] | None = None, known: Iterable[Any] = ()) -> Iterator[Event]:
+    """Run the tools the attachments call for: events, results appended.
+
+    A call whose evidence is in ``known`` (earlier evidence) or ``results`` is skipped, unless
+    a file it names changed after that evidence was established (a log that grew meanwhile).
+    """
     from rlmedic.registry import call_key
 
     if not attachments or ctx is None:
         return
-    done = set(known) | {r.evidence.call for r in results if getattr(r, "evidence", None) is not None}
+    done = {e.call: e.at for e in known if e is not None}
+    done.update({r.evidence.call: r.evidence.at for r in results if getattr(r, "evidence", None) is not None})
     peek = lambda p: ctx.confinement.read_bytes(p, max_bytes=4096)  # noqa: E731
-    calls = [c for c in plan_calls(attachments, peek) if call_key(*c) not in done]
+    calls = [c for c in plan_calls(attachments, peek)
+             if call_key(*c) not in done or _changed_since(c[1], done[call_key(*c)])]
     yield from run_tools(calls, ctx, results, call)
+
+
+def _changed_since(args: dict[str, Any], at: float) -> bool:
+    """Whether a file or folder named in ``args`` was modified after ``at`` (or cannot be stat'ed)."""
+    import os
+
+    names = [v for value in args.values() for v in (value if isinstance(value, list) else [value])
+             if isinstance(v, str)]
+    for name in names:
+        try:
+            if os.stat(name).st_mtime > at:
+                return True
+        except OSError:
+            return True
+    return False
 
 
 def attachment_texts(attachments: Sequence[Path], ctx: Any, max_bytes: int = 2_000_000) -> list[str]:

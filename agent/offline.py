@@ -33,7 +33,7 @@ def run_offline(question: str, *, attachments: Sequence[Path] = (), ctx: Any = N
     results = list(results or [])
     earlier = [e for e in earlier if e is not None]
     yield from investigate(question, attachments=attachments, ctx=ctx, results=results, call=call,
-                           known=[e.call for e in earlier])
+                           known=earlier)
     pasted = question_evidence(question, ctx)
     new = [r.evidence for r in results if r.ok and getattr(r, "evidence", None) is not None]
     fresh = {e.call for e in new}

@@ -323,6 +323,7 @@ def _evidence(entry: Tool, value: Any, arguments: dict[str, Any]) -> Any:
     evidence = entry.evidence(value) if entry.evidence else Evidence()
     evidence.tool = entry.name
     evidence.call = call_key(entry.name, arguments)
+    evidence.at = time.time()
     return evidence
 
 

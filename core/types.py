@@ -253,6 +253,7 @@ class Evidence(BaseModel):
     frameworks: list[str] = Field(default_factory=list)
     checked: str = ""
     healthy: bool = False
+    at: float = 0.0  # when it was established (time.time()): a file changed since means look again
 
     @property
     def root_finding(self) -> Finding | None:

@@ -79,3 +79,21 @@ def test_old_threads_are_pruned_with_the_models_memory(tmp_path: Path, monkeypat
     with sqlite3.connect(db) as con:
         assert [r[0] for r in con.execute("SELECT thread_id FROM checkpoints")] == ["t4"]
     assert str(home) in str(db)
+
+
+def test_a_log_that_changed_since_is_read_again(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions")
+    log = tmp_path / "train.log"
+    log.write_text("[AReaL] 20251122-10:00:00.000 INFO: step 1 done\n")
+    session = Session("grow", offline=True, store=store)
+    session.attach(log)
+    answer(session, "did this run finish ok?")
+    reused = [e for e in session.ask("and now?") if getattr(e, "kind", "") == "tool_started"]
+    assert reused == []  # nothing changed: the evidence stands
+    with log.open("a") as handle:
+        handle.write(OOM_LOG.read_text())
+    later = time.time() + 5
+    os.utime(log, (later, later))
+    events = list(session.ask("and now?"))
+    assert [e.name for e in events if getattr(e, "kind", "") == "tool_started"] == ["diagnose"]
+    assert events[-1].answer.category == "oom_training"
