@@ -92,6 +92,7 @@ def main() -> None:
             ("rlmedic diagnose 10 MB", [*RLMEDIC, "diagnose", "--json", str(log)], (0.3, None)),
         ]
         anchor = None
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (CPU time grows on a busy machine too)")
         print(f"{'command':38} {'CPU s':>7} {'RSS MB':>7} {'x --help':>9}  target")
         for name, cmd, target in rows:
             runs = 1 if "first run" in name else args.runs
