@@ -24,6 +24,9 @@ from rlmedic.ui.cli import app
 FAKE_SGLANG = '''
 import argparse, os, signal, subprocess, sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
+# a suite started in the background (`cmd &`) hands SIGINT down ignored, and Python then keeps it
+# ignored: Ctrl-C (stop()'s first signal) must reach this fake as it reaches SGLang in a terminal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 p = argparse.ArgumentParser()
 p.add_argument("--port", type=int)
 p.add_argument("--host")
