@@ -24,7 +24,8 @@ def test_ask_offline_json_contract_and_content() -> None:
     assert first["text"].startswith("card:oom-sglang-generation (") and first["kind"] == "card"
     assert first["ref"] == "oom-sglang-generation"
     # the numbered sources at the end of the answer are the citations' texts, in order
-    assert [f"  [{i}] {c['text']}" for i, c in enumerate(data["citations"], 1)] == data["answer"].split("Sources:\n")[1].splitlines()
+    assert [f"  [{i}] {c['text']}" + (f" <{c['url']}>" if c.get("url") else "")
+            for i, c in enumerate(data["citations"], 1)] == data["answer"].split("Sources:\n")[1].splitlines()
     # fixes name exact keys, most effective first
     assert "rollout.max_concurrent_rollouts" in data["answer"]
     assert "mem_fraction_static" in data["answer"]
