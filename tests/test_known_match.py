@@ -203,3 +203,22 @@ def test_the_matched_line_is_redacted(pack: Pack) -> None:
             "(server http://admin:hunter2secret@10.0.0.1:30000 token=hf_abcdefghijklmnopqrstuvwxyz123456)")
     top = match([line], pack=pack)[0]
     assert top.how == "exact" and "hunter2secret" not in top.matched and "hf_abcdefghij" not in top.matched
+
+
+@pytest.mark.parametrize(
+    ("pattern", "literal"),
+    [
+        (r"Worker http://[\w.:-]+ is unhealthy after \d+ consecutive", (" is unhealthy after ", False)),
+        (r"(?i)CUDA error: an illegal memory", ("cuda error: an illegal memory", True)),
+        (r"(?i)(hang|stuck).*(rollout|first step)", ("", True)),  # only groups: nothing required
+        (r"OutOfMemory|Killed", ("", False)),  # a top-level alternation
+        (r"Missing key\(s\) in state_dict: .*_extra_state", ("Missing key(s) in state_dict: ", False)),
+        (r"colou?r mismatch", ("r mismatch", False)),  # "u" may be absent, so "colo" and "r mismatch" are the runs
+        (r"fp8[\s\S]{0,300}(k3_kl|mismatch)", ("fp8", False)),  # counts are not text
+        (r"(?x) spaced  out", ("", False)),
+    ],
+)
+def test_the_text_a_regex_requires(pattern: str, literal: tuple[str, bool]) -> None:
+    from rlmedic.knowledge.known.match import required_literal
+
+    assert required_literal(pattern) == literal

@@ -182,3 +182,22 @@ def test_a_yaml_bomb_in_a_team_folder_is_one_line(tmp_path: Path) -> None:
     assert len(pack.problems) == 1 and pack.problems[0].startswith(str(folder / "bomb.yaml"))
     assert "\n" not in pack.problems[0]
     assert [r.id for r in pack.records] == [GOOD["id"]]
+
+
+def test_every_shipped_regex_prefilter_is_sound() -> None:
+    """A regex is skipped when its required text is absent: that text must be in every line it matches
+    (checked on the line made for each regex)."""
+    import re
+
+    from rlmedic.knowledge.known.match import required_literal
+
+    checked = 0
+    for record in load([(BUILTIN_DIR, "builtin")]).records:
+        for pattern in record.symptoms.regexes:
+            line = sample_line(pattern)
+            if line is None or not re.search(pattern, line):
+                continue
+            literal, ignore = required_literal(pattern)
+            assert literal in (line.lower() if ignore else line), (record.id, pattern, literal, line)
+            checked += 1
+    assert checked or not SHIPPED

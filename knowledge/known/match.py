@@ -9,9 +9,9 @@ Stages, each a stronger kind of evidence than the next:
 2. ``regex``: one of the record's regexes finds a line (of a big log: the hinted lines);
 3. ``exception``: the traceback's exception type is the record's and most of its message's
    words are the record's too;
-4. ``similar``: BM25 picks candidates among the records' title, errors, situation and cause
-   (in-process, no model); the score is an absolute word-overlap measure, so nothing close
-   stays low. The index's hybrid search of ``kind="known"`` adds to it when it is built.
+4. ``similar``: the words of the error lines and question against the records' title, errors,
+   situation and cause (in-process, no model): an absolute word-overlap measure weighted by
+   rarity, so nothing close stays low. The index's hybrid search of ``kind="known"`` adds to it when it is built.
 
 Frameworks named in the question or log boost their records. The user's versions (read
 from the texts unless given) decide whether a record's fix is already in their release;
@@ -112,7 +112,7 @@ class KnownMatch:
 
 # -- the prepared pack ---------------------------------------------------------------------------
 class _Index:
-    """Normalised error strings, compiled regexes, exception names and a BM25 index of one pack."""
+    """Normalised error strings, exception names, word weights and an inverted index of one pack."""
 
     def __init__(self, records: Sequence[Record]) -> None:
         from rlmedic.knowledge.threads import normalize_error
@@ -126,74 +126,146 @@ class _Index:
                     self.errors.append((key, i))
         # how many records claim each error string (theirs, or one inside or around it): a string many
         # records share ("CUDA out of memory") is evidence of a kind of failure, not of one bug
-        blob = "\n".join(k for k, _ in self.errors)
-        starts = [0]
-        for k, _ in self.errors:
-            starts.append(starts[-1] + len(k) + 1)
-        self.shared: dict[str, int] = {}
         by_key: dict[str, set[int]] = {}
         for key, i in self.errors:
             by_key.setdefault(key, set()).add(i)
-        for key in by_key:
-            owners = set(by_key[key])
+        keys = list(by_key)
+        blob = "\n".join(keys)
+        starts = [0]
+        for k in keys:
+            starts.append(starts[-1] + len(k) + 1)
+        owners = {key: set(records) for key, records in by_key.items()}
+        for key in keys:  # one scan per key finds the keys around it; each such pair counts both ways
             at = blob.find(key)
             while at >= 0:
-                owners.add(self.errors[bisect.bisect_right(starts, at) - 1][1])
+                around = keys[bisect.bisect_right(starts, at) - 1]
+                if around != key:
+                    owners[key] |= by_key[around]
+                    if len(key) >= MIN_SUBSTRING:
+                        owners[around] |= by_key[key]
                 at = blob.find(key, at + 1)
-            for other, records in by_key.items():
-                if len(other) >= MIN_SUBSTRING and other in key:
-                    owners |= records
-            self.shared[key] = len(owners)
+        self.shared: dict[str, int] = {key: len(found) for key, found in owners.items()}
         self.exceptions: dict[str, list[int]] = {}
         for i, r in enumerate(self.records):
             if r.symptoms.exception:
                 self.exceptions.setdefault(_short_exc(r.symptoms.exception), []).append(i)
+        #: record id -> (required literal, case ignored) per regex, in the record's order
+        self.literals = {r.id: [required_literal(p) for p in r.symptoms.regexes] for r in self.records}
         self.words = [set(_words(r.search_text())) for r in self.records]
         #: the words a user would see (title, errors, exception, situation, tags), not the explanation
         self.symptom_words = [set(_words("\n".join([r.title, *r.symptoms.errors, r.symptoms.exception,
                                                      r.symptoms.situation, *r.symptoms.tags, *r.components])))
                               for r in self.records]
-        self._bm25 = None
+        import math
+
+        # word weights: idf scaled so that a word only one record has weighs 1; an inverted index finds
+        # the records sharing a word (no BM25 library: importing one costs more than this whole index)
+        df: Counter = Counter(w for words in self.words for w in words)
+        top = math.log(1 + max(len(self.records), 1))
+        self.weight = {w: math.log(1 + len(self.records) / n) / top for w, n in df.items()}
+        self.postings: dict[str, list[int]] = {}
+        for i, words in enumerate(self.words):
+            for w in words:
+                self.postings.setdefault(w, []).append(i)
+        self.symptom_mass = [sum(self.weight.get(t, 0.0) for t in words) for words in self.symptom_words]
 
     def similarity(self, query: str) -> dict[int, float]:
-        """record index -> similarity in [0, 1] for the BM25 candidates (empty when nothing shares a word).
+        """record index -> similarity in [0, 1] (empty when no record shares a word).
 
-        BM25 picks the candidates; the score is absolute so that "nothing close" stays low: the harmonic
-        mean of the share of the query's word weight the record has and the share of the record's the
-        query has (weights: idf scaled so a word only one record has weighs 1), times SIM_SCALE.
+        Absolute, so that "nothing close" stays low: the harmonic mean of the share of the query's word
+        weight the record has and the share of the record's symptom words the query shows, times SIM_SCALE.
         """
-        tokens = set(_words(query))
-        if not tokens or not self.records:
+        tokens = {t for t in _words(query) if t in self.postings}
+        if not tokens:
             return {}
-        if self._bm25 is None:
-            import math
-
-            import bm25s
-
-            self._bm25 = bm25s.BM25()
-            self._bm25.index([_words(r.search_text()) or ["_empty_"] for r in self.records], show_progress=False)
-            df: Counter = Counter(w for words in self.words for w in words)
-            top = math.log(1 + len(self.records))
-            self._weight = {w: math.log(1 + len(self.records) / n) / top for w, n in df.items()}
-        vocab = self._bm25.vocab_dict
-        known = [t for t in tokens if t in vocab]
-        if not known:
-            return {}
-        n = min(len(self.records), 20)
-        docs, scores = self._bm25.retrieve([known], k=n, show_progress=False, n_threads=1)
-        w = self._weight
-        query_mass = sum(w.get(t, 0.0) for t in tokens)
+        w = self.weight
+        query_mass = sum(w[t] for t in tokens)
+        shared: dict[int, float] = {}
+        for t in tokens:
+            for d in self.postings[t]:
+                shared[d] = shared.get(d, 0.0) + w[t]
         out = {}
-        for d, score in zip(docs[0], scores[0]):
-            if score <= 0:
-                continue
-            words, symptoms = self.words[int(d)], self.symptom_words[int(d)]
+        for d, mass in shared.items():
+            symptoms = self.symptom_words[d]
             # how much of the query the record explains, and how much of the record's symptoms the query shows
-            p = sum(w.get(t, 0.0) for t in tokens & words) / max(query_mass, 1e-9)
-            r = sum(w.get(t, 0.0) for t in tokens & symptoms) / max(sum(w.get(t, 0.0) for t in symptoms), 1e-9)
+            p = mass / query_mass
+            r = sum(w[t] for t in tokens & symptoms) / max(self.symptom_mass[d], 1e-9)
             f = 2 * p * r / (p + r) if p + r else 0.0
-            out[int(d)] = min(1.0, f * SIM_SCALE)
+            if f > 0:
+                out[d] = min(1.0, f * SIM_SCALE)
         return out
+
+
+_LITERAL_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-:,'\"=/<>@!%;~`")
+_ESCAPED_LITERALS = set(".()[]{}|*+?^$\\/-:'\"=#&%!@<>,;~`")
+
+
+def required_literal(pattern: str) -> tuple[str, bool]:
+    """The longest piece of plain text every match of ``pattern`` contains, and whether case is ignored.
+
+    Read from the top level of the pattern only (outside groups and classes, not under a quantifier);
+    ``("", ...)`` when there is none (a top-level alternation, or only classes). A regex whose literal is
+    absent from a text cannot match it, so it is neither compiled nor run there.
+    """
+    flags = re.match(r"\(\?([aiLmsux]+)\)", pattern)
+    ignore = bool(flags and "i" in flags.group(1))
+    if flags and "x" in flags.group(1):
+        return "", ignore  # verbose: spaces mean nothing, text is not literal
+    runs: list[str] = []
+    cur: list[str] = []
+    depth, i, n = 0, 0, len(pattern)
+
+    def close() -> None:
+        if cur:
+            runs.append("".join(cur))
+            cur.clear()
+
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if depth == 0 and nxt in _ESCAPED_LITERALS:
+                cur.append(nxt)
+            else:
+                close()
+            i += 2
+            continue
+        if ch == "[":  # a class: skip to its end
+            close()
+            j = i + 1
+            if j < n and pattern[j] == "^":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            i = j + 1
+            continue
+        if ch == "(":
+            close()
+            depth += 1
+        elif ch == ")":
+            close()
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            return "", ignore  # a top-level alternation: nothing is required
+        elif ch in "?*{":
+            if cur:  # the quantifier applies to the last character only (it may occur zero times)
+                cur.pop()
+            close()
+            if ch == "{":  # {m,n}: skip the counts
+                end = pattern.find("}", i)
+                i = end if end >= 0 else n
+        elif ch == "+":
+            close()
+        elif depth == 0 and ch in _LITERAL_CHARS:
+            cur.append(ch)
+        else:
+            close()
+        i += 1
+    close()
+    best = max(runs, key=len, default="")
+    return (best.lower() if ignore else best), ignore
 
 
 def _IDENT(ch: str) -> bool:  # noqa: N802 - reads like a character class
@@ -329,10 +401,14 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
             m.shared = max(m.shared, len(on_line.get(m.matched, ())))
     # 2. regexes (raw text: a pattern may span lines), over the parts of a log that can hold a failure
     bounded = views + [question[-MAX_REGEX_CHARS:]]
+    lowered = [t.lower() for t in bounded]
     for record in idx.records:
         if record.id in found:
             continue
-        for pattern in record.compiled:
+        for n, (literal, ignore) in enumerate(idx.literals[record.id]):
+            if len(literal) >= 4 and not any(literal in t for t in (lowered if ignore else bounded)):
+                continue  # its required text is absent: it cannot match (and is never compiled)
+            pattern = record.compiled[n]
             m = next((m for t in bounded if (m := pattern.search(t))), None)
             if m is not None:
                 offer(record, "regex", _line_at(m), BASE["regex"])
