@@ -116,7 +116,7 @@ def checkpoint_evidence(report: Any) -> Evidence:
     return Evidence(
         subject="checkpoints", findings=findings, root=0 if findings and findings[0].severity in ("critical", "error") else None,
         plan=plan_lines, facts=facts, citations=citations, frameworks=frameworks,
-        checked=f"{len(report.checkpoints)} checkpoint(s) under {report.root} ({report.layout} layout)",
+        checked=f"{report.total} checkpoint(s) under {report.root} ({report.layout} layout)",
         healthy=bool(selected) and not _serious(findings),
     )
 

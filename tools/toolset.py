@@ -173,7 +173,7 @@ def gpu_status(ctx: ToolContext,
 
 
 def _render_checkpoints(report: Any) -> str:
-    lines = [f"{report.root}: {report.layout} layout, {len(report.checkpoints)} checkpoint(s)"]
+    lines = [f"{report.root}: {report.layout} layout, {report.total} checkpoint(s)"]
     for c in report.selected()[-8:]:
         status = "ok" if c.valid else ("unread" if c.unreadable else "unchecked" if not c.checked
                                        else "DAMAGED: " + "; ".join(c.issues[:2]))

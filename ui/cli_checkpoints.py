@@ -51,7 +51,7 @@ def _time(ts: float) -> str:
 
 
 def render(report: Any) -> str:
-    lines = [f"{report.root}: {report.layout} layout, {len(report.checkpoints)} checkpoint(s)"
+    lines = [f"{report.root}: {report.layout} layout, {report.total} checkpoint(s)"
              + (f", {len(report.selected())} before step {report.before_step}" if report.before_step is not None else "")]
     if report.tracker_iteration is not None:
         lines.append(f"  latest_checkpointed_iteration.txt: {report.tracker_iteration}")
@@ -60,8 +60,8 @@ def render(report: Any) -> str:
     from rlmedic.tools.checkpoints.listing import LIST_LIMIT
 
     shown = report.selected()[-LIST_LIMIT:]
-    if len(shown) < len(report.selected()):
-        lines.append(f"  ... {len(report.selected()) - len(shown)} older checkpoint(s) not shown")
+    if len(shown) < len(report.selected()) or report.omitted:
+        lines.append(f"  ... older checkpoints not shown: the newest {len(shown)} follow")
     for c in shown:
         names = "/".join(x for x in (c.experiment, c.trial, c.role) if x)
         step = "?" if c.step is None else str(c.step)

@@ -24,6 +24,7 @@ import re
 import shlex
 import stat
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -63,7 +64,7 @@ def checkpoint_issue(id: str, severity: str, message: str, path: str = "", citat
                    card=citation.ref if citation and citation.kind == "card" else "")
 
 
-@dataclass
+@dataclass(slots=True)  # a large tree makes 100,000 of them
 class Checkpoint:
     kind: str  # areal_hf | areal_recover | megatron | hf
     path: str
@@ -145,6 +146,13 @@ class CheckpointReport:
     experiments: dict[str, list[str]] = field(default_factory=dict)  # experiment -> trials seen
     truncated: bool = False
     plan: RecoveryPlan | None = None
+    #: checkpoints of a large tree left out of ``checkpoints`` (older, listed by name only): counted, not kept
+    omitted: int = 0
+
+    @property
+    def total(self) -> int:
+        """How many checkpoints exist, listed or not."""
+        return len(self.checkpoints) + self.omitted
 
     def selected(self) -> list[Checkpoint]:
         """Checkpoints passing ``before_step`` (all when unset), oldest first."""
@@ -164,14 +172,14 @@ class CheckpointReport:
             "layout": self.layout,
             "before_step": self.before_step,
             "checkpoints": [c.to_dict() for c in self.selected()[-LIST_LIMIT:]],
-            "all_checkpoints": len(self.checkpoints),
+            "all_checkpoints": self.total,
             "tracker_iteration": self.tracker_iteration,
             "tracker_release": self.tracker_release,
             "experiments": self.experiments,
             "issues": [i.to_dict() for i in self.issues],
             "truncated": self.truncated,
             "plan": self.plan.to_dict() if self.plan else None,
-        } | ({"listed": LIST_LIMIT} if len(self.selected()) > LIST_LIMIT else {}))
+        } | ({"listed": min(LIST_LIMIT, len(self.selected()))} if self.omitted or len(self.selected()) > LIST_LIMIT else {}))
 
 
 # --------------------------------------------------------------------------- storage checks
@@ -408,7 +416,21 @@ def list_checkpoints(
                                    f"{len(report.checkpoints)} checkpoint(s), but none before step {before_step} "
                                    f"(earliest: step {earliest})", str(resolved),
                                    card_citation("no-checkpoints-found")))
+    if unchecked:
+        _keep_listed(report)
     return report
+
+
+def _keep_listed(report: CheckpointReport) -> None:
+    """Keep the checked checkpoints and the newest listed ones; count the others.
+
+    A report of 100,000 checkpoint objects costs more to redact and render than the scan;
+    nobody reads past the newest few hundred, and the plan needs only the checked ones.
+    """
+    listed = {id(c) for c in report.selected()[-LIST_LIMIT:]}
+    kept = [c for c in report.checkpoints if c.checked or id(c) in listed]
+    report.omitted = len(report.checkpoints) - len(kept)
+    report.checkpoints = kept
 
 
 def _scan_all(walk: Any, resolved: Path, confinement: Confinement, report: CheckpointReport,
@@ -448,7 +470,12 @@ class _NameWalk:
         self.files: dict[str, list[str]] = {}
         self.unreadable: list[str] = []
         self.truncated = False
-        stack, seen = [str(root)], 0
+        #: AReaL and Megatron step folders, named by their pattern: entered only when checked (:meth:`expand`)
+        self.deferred: set[str] = set()
+        self._seen = 0
+        self._walk([str(root)])
+
+    def _walk(self, stack: list[str]) -> None:
         while stack:
             directory = stack.pop()
             try:
@@ -458,8 +485,8 @@ class _NameWalk:
                 continue
             names: list[str] = []
             for entry in entries:
-                seen += 1
-                if seen > MAX_NAMES:
+                self._seen += 1
+                if self._seen > MAX_NAMES:
                     self.truncated = True
                     return
                 try:
@@ -467,13 +494,22 @@ class _NameWalk:
                         continue
                     if entry.is_dir(follow_symlinks=False):
                         self.dirs.append(entry.path)
-                        stack.append(entry.path)
+                        if AREAL_STEP_DIR.match(entry.name) or MEGATRON_ITER_DIR.match(entry.name):
+                            self.deferred.add(entry.path)
+                        else:
+                            stack.append(entry.path)
                     else:
                         names.append(entry.name)
                 except OSError:
                     self.unreadable.append(entry.path)
             if names:
                 self.files[directory] = names
+
+    def expand(self, directories: Iterable[str]) -> None:
+        """Walk into deferred step folders (each once)."""
+        todo = [d for d in directories if d in self.deferred]
+        self.deferred.difference_update(todo)
+        self._walk(todo)
 
     def step_dirs(self) -> list[tuple[int, str]]:
         out = []
@@ -496,6 +532,7 @@ def _large_tree_walk(names: _NameWalk, step_dirs: list[tuple[int, str]], detail:
 
     wanted = [sd for sd in step_dirs if before_step is None or sd[0] < before_step] or step_dirs
     newest = {d for _step, d in sorted(wanted, key=lambda sd: (sd[0], sd[1]))[-detail:]}
+    names.expand(newest)
     all_steps = {d for _step, d in step_dirs}
     unchecked = all_steps - newest
     owner: dict[str, str | None] = {}
