@@ -35,18 +35,18 @@ MAX_FIXES = 8
 
 
 def detect_framework(text: str) -> str:
-    """``slime`` for Megatron-style flags, ``areal`` for dotted YAML keys, else ``""``."""
+    """``areal`` or ``slime`` when the text names one (and not the other), else by its keys: dotted
+    AReaL config keys against slime/Megatron ``--flags`` (the more frequent wins), else ``""``."""
     low = text.lower()
-    areal = "areal" in low or bool(re.search(r"\b(actor|rollout|gconfig|saver|recover|cluster|sglang)\.[a-z_]+", low))
-    slime = "slime" in low or "megatron" in low or bool(re.search(r"(?<![\w-])--[a-z]+(?:-[a-z]+)+", low))
-    if "areal" in low and "slime" not in low:
+    named = {fw for fw in ("areal", "slime") if fw in low}
+    if len(named) == 1:
+        return named.pop()
+    areal = len(re.findall(r"\b(?:actor|rollout|gconfig|saver|recover|cluster|sglang|train_dataset)\.[a-z_]+", low))
+    slime = len(re.findall(r"(?<![\w-])--[a-z]+(?:-[a-z]+)+", low)) + (2 if "megatron" in low and not areal else 0)
+    if areal > slime:
         return "areal"
-    if "slime" in low and "areal" not in low:
+    if slime > areal:
         return "slime"
-    if slime and not areal:
-        return "slime"
-    if areal and not slime:
-        return "areal"
     return ""
 
 

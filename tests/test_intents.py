@@ -40,3 +40,17 @@ def test_what_a_question_rules_out(question: str, ruled: set[str]) -> None:
 def test_the_validator_names_the_entry_and_the_problem(data: object, message: str) -> None:
     with pytest.raises(UserError, match=message):
         parse(data, "intents.yaml")
+
+
+@pytest.mark.parametrize("text,framework", [
+    ("AReaL run dies in rollout", "areal"),
+    ("slime run dies in rollout", "slime"),
+    ("I set actor.mb_spec.max_tokens_per_mb=4096", "areal"),
+    ("launched with --sglang-mem-fraction-static 0.7", "slime"),
+    ("rollout.backend=vllm:d1p2t4 actor.backend=megatron:d1p4t2 and --debug-mode", "areal"),
+    ("why did my run die?", ""),
+])
+def test_the_framework_a_question_is_about(text: str, framework: str) -> None:
+    from rlmedic.agent.compose import detect_framework
+
+    assert detect_framework(text) == framework
