@@ -255,3 +255,31 @@ def test_a_follow_up_on_the_web_page_answers_from_the_earlier_upload(tmp_path: P
     assert "What to change" in last and "max_tokens_per_mb" in last
     assert "attach the config you launch with" in last
     assert "cuda-oom.log" in diag
+
+
+def test_a_slack_thread_reaches_the_model_with_one_memory(tmp_path: Path, monkeypatch) -> None:
+    """With a model, a thread's earlier question reaches it once (its own memory), not again in the text."""
+    from fake_openai import FakeOpenAI, Reply, tool
+    from fake_slack import BOT_TOKEN, FakeSlack
+    from rlmedic.agent.session import SessionStore
+    from rlmedic.ui.slack_app import SlackBot, SlackSettings
+
+    first_question = "why did the run on node seven die?"
+    fake = FakeSlack().start()
+    try:
+        with FakeOpenAI([Reply(calls=[tool("diagnose", paths=["PLACEHOLDER"])]), Reply(content="OOM in training."),
+                         Reply(content="Lower actor.mb_spec.max_tokens_per_mb.")]) as server:
+            monkeypatch.setenv("RLMEDIC_BASE_URL", server.base_url)
+            store = SessionStore(tmp_path / "sessions")
+            bot = SlackBot(SlackSettings(bot_token=BOT_TOKEN, offline=False, api_url=fake.api_url), store=store)
+            log_path = store.files_dir("C1:200.1") / "train.log"  # where the bot saves the thread's file
+            server.replies[0] = Reply(calls=[tool("diagnose", paths=[str(log_path)])])
+            bot.handle({"channel": "C1", "user": "U1", "ts": "200.1", "text": f"<@UBOT> {first_question}",
+                        "files": [fake.serve_file("train.log", OOM_LOG.read_bytes())]})
+            bot.on_message({"channel": "C1", "user": "U1", "ts": "200.2", "thread_ts": "200.1",
+                            "text": "and what should I change?"})
+            last = json.dumps(server.requests[-1]["messages"])
+    finally:
+        fake.stop()
+    assert last.count(first_question) == 1
+    assert "and what should I change?" in last and "oom_training" in last  # the earlier finding, told once
