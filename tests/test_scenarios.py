@@ -283,3 +283,14 @@ def test_a_slack_thread_reaches_the_model_with_one_memory(tmp_path: Path, monkey
         fake.stop()
     assert last.count(first_question) == 1
     assert "and what should I change?" in last and "oom_training" in last  # the earlier finding, told once
+
+
+def test_chat_continues_a_thread_started_with_ask(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    shutil.copy(OOM_LOG, log)
+    ask("why did my run die?", "--attach", str(log), "--thread", "shared-1")
+    result = runner.invoke(app, ["chat", "--offline", "--thread", "shared-1"],
+                           input="what exactly should I change in my config?\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "What to change" in result.stdout and "max_tokens_per_mb" in result.stdout
+    assert "> diagnose" not in result.stdout  # the thread's evidence, not a new investigation

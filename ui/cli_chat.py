@@ -33,6 +33,8 @@ def chat(
     base_url: Optional[str] = typer.Option(None, "--base-url", help=BASE_URL_HELP),
     model: Optional[str] = typer.Option(None, "--model", help="Model name on the server (default: $RLMEDIC_MODEL or the first listed)."),
     api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default: $RLMEDIC_API_KEY)."),
+    thread: Optional[str] = typer.Option(None, "--thread", help="Continue this conversation (the same id as ask --thread); "
+                                                               "default: a new one."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: the data dir)."),
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
 ) -> None:
@@ -43,7 +45,7 @@ def chat(
 
     from rlmedic.ui.cli_knowledge import existing_index_dir
 
-    conv = Session(offline=offline, config=_config(offline, base_url, model, api_key),
+    conv = Session(thread, offline=offline, config=_config(offline, base_url, model, api_key),
                    index_dir=existing_index_dir(index_dir), persist=True, prefix="chat")
     if attach:
         conv.attach(*attach)
