@@ -8,6 +8,12 @@ This is the public entry point the CLI, the agent, Gradio and Slack call:
 
 Both return a :class:`Diagnosis` whose :meth:`~Diagnosis.to_dict` is the JSON contract of
 ``rlmedic diagnose --json``. Everything that leaves here is redacted.
+
+The root is the failure that explains the others: a failure another one elsewhere explains
+by time and causality (``causality.yaml``: a peer lost after a rank timed out) is its
+cascade; among the rest, the best role (cause, crash, cascade...), then the earliest. An
+exception no signature knows is classified in :func:`_classify_unknown`. ``stats.health``
+says whether the run looks healthy and what that rests on.
 """
 
 from __future__ import annotations

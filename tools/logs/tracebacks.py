@@ -6,11 +6,16 @@ error". This module reads what a traceback says about *where* it failed: the fin
 exception's type and message, and the package of each frame (``site-packages/sglang/...``
 is SGLang, ``.../vllm/...`` is vLLM, a file outside any installed package is the user's
 code, a frame named ``compute_score`` is a reward function). The table in
-``tracebacks.yaml`` maps those facts to a category and a playbook card, first match wins;
-a newcomer extends it without code.
+``tracebacks.yaml`` maps those facts (and the phase the surrounding lines suggest) to a
+category and a playbook card, first match wins; a newcomer extends it without code. Its
+``quotes`` say what an exception names (the missing key, module, attribute or file, the
+shapes, the failed assert and the names in it) so a finding reasons from the error's own
+text; errors no rule knows go to :mod:`~rlmedic.tools.logs.nearest`.
 
 Only lines from the same process as the exception line are read (a merged Ray log
-interleaves actors), and only the last traceback before it.
+interleaves actors), unless the exception line lost its prefix in a hand-trimmed paste;
+only the last traceback before it; frames trimmed by hand (``... in f``, ``pkg/mod.py:f ->``)
+count too.
 """
 
 from __future__ import annotations
