@@ -7,7 +7,7 @@
    against the scripted SGLang-style server, minus that server's own time to first token
    measured by a plain streaming request in the same run.
 
-    .venv/bin/python benchmarks/web.py [--sessions 20] [--questions 5]
+    .venv/bin/python benchmarks/web.py [--sessions 20] [--questions 5] [--upload-mb 5] [--skip-first-token]
 """
 
 from __future__ import annotations
@@ -43,8 +43,22 @@ def _rss_mb(pid: int) -> float:
     return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 2**20
 
 
-def load(sessions: int, questions: int) -> None:
+def _upload(upload_mb: int) -> Path:
+    """The file each session uploads: the small fixture log, or a generated training log of ``upload_mb`` MB."""
+    if not upload_mb:
+        return LOG
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from logscan import write_log  # the same synthetic AReaL log as the scan benchmark (an OOM at its end)
+
+    path = Path(tempfile.mkdtemp(prefix="rlmedic-upload-")) / "train.log"
+    write_log(path, upload_mb << 20)
+    return path
+
+
+def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
     from gradio_client import Client, handle_file
+
+    upload = _upload(upload_mb)
 
     port = _free_port()
     env = {**os.environ, "RLMEDIC_HOME": tempfile.mkdtemp(prefix="rlmedic-bench-"), "GRADIO_ANALYTICS_ENABLED": "False"}
@@ -74,7 +88,7 @@ def load(sessions: int, questions: int) -> None:
                     errors.append(f"connect: {exc}")
                 return
             for q in range(questions):
-                files = [handle_file(str(LOG))] if q == 0 else []
+                files = [handle_file(str(upload))] if q == 0 else []
                 started = time.monotonic()
                 try:
                     client.predict({"text": QUESTIONS[q % len(QUESTIONS)], "files": files}, [], api_name="/chat")
@@ -102,7 +116,9 @@ def load(sessions: int, questions: int) -> None:
         wall = time.monotonic() - started
         lat = sorted(latencies)
         p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))] if lat else float("nan")
-        print(f"web load: {sessions} sessions x {questions} questions (1 upload each), offline engine, 2 cores")
+        size = f"{upload.stat().st_size / 2**20:.1f} MiB"
+        print(f"web load: {sessions} sessions x {questions} questions (1 upload of {size} each, follow-ups without), "
+              f"offline engine, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
         print(f"  answers {len(lat)}, errors {len(errors)}, wall {wall:.1f} s, throughput {len(lat) / wall:.2f} answers/s")
         print(f"  latency p50 {statistics.median(lat):.2f} s, p95 {p95:.2f} s, max {lat[-1]:.2f} s" if lat else "  no answers")
         print(f"  server peak RSS {peak[0]:.0f} MB")
@@ -154,12 +170,15 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--questions", type=int, default=5)
     parser.add_argument("--skip-load", action="store_true")
+    parser.add_argument("--upload-mb", type=int, default=0, help="upload a generated log of this size (0: a small fixture)")
+    parser.add_argument("--skip-first-token", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    first_token()
+    if not args.skip_first_token:
+        first_token()
     if not args.skip_load:
-        load(args.sessions, args.questions)
+        load(args.sessions, args.questions, args.upload_mb)
 
 
 if __name__ == "__main__":

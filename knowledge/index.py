@@ -8,6 +8,7 @@ candidates) nor how fast they are found. A search over every kind merges both st
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -70,6 +71,7 @@ class KnowledgeBase:
         self.embedder = embedder
         self._queries = _LastQuery(embedder)
         self._cards_checked = False
+        self._cards_lock = threading.Lock()
 
     @property
     def github_cache_path(self) -> Path:
@@ -133,8 +135,10 @@ class KnowledgeBase:
 
     def _search_main(self, query: str, k: int, *, mode: Mode | None, kind: str | None) -> list[SearchResult]:
         if self.with_cards and not self._cards_checked:
-            ensure_cards(self.store, embedder=self.embedder)
-            self._cards_checked = True
+            with self._cards_lock:  # concurrent first questions (a web server) index the cards once
+                if not self._cards_checked:
+                    ensure_cards(self.store, embedder=self.embedder)
+                    self._cards_checked = True
         if kind == "doc" and not self.has_documents():
             raise UserError(f"no documents indexed in {self.store.directory} yet: add some with `rlmedic index PATH`")
         mode = mode or ("guided" if self.with_cards else "hybrid")

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ class Snapshot:
         self.kinds = kinds
         self.matrix = matrix  # (chunks, dim) float32, rows in ``ids`` order
         self._row = {i: n for n, i in enumerate(ids)}
+        self._lock = threading.Lock()  # one connection, shared by a server's threads
 
     # -- writing -------------------------------------------------------------------
     @staticmethod
@@ -111,7 +113,9 @@ class Snapshot:
         for start in range(0, len(ids), 500):
             part = ids[start : start + 500]
             marks = ",".join("?" * len(part))
-            for cid, doc, meta in self._db.execute(f"SELECT id, document, metadata FROM chunks WHERE id IN ({marks})", part):
+            with self._lock:
+                rows = self._db.execute(f"SELECT id, document, metadata FROM chunks WHERE id IN ({marks})", part).fetchall()
+            for cid, doc, meta in rows:
                 out[cid] = (doc, json.loads(meta))
         return out
 
@@ -119,4 +123,6 @@ class Snapshot:
         return {i: self.matrix[self._row[i]].tolist() for i in ids if i in self._row}
 
     def ids_with_heading(self, heading: str, kind: str = "doc") -> list[str]:
-        return [r[0] for r in self._db.execute("SELECT id FROM chunks WHERE heading = ? AND kind = ? ORDER BY row", (heading, kind))]
+        with self._lock:
+            rows = self._db.execute("SELECT id FROM chunks WHERE heading = ? AND kind = ? ORDER BY row", (heading, kind)).fetchall()
+        return [r[0] for r in rows]

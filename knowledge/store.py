@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rlmedic.errors import UserError
 
+#: Opening Chroma clients, one thread at a time (see Store.collection).
+_OPEN_LOCK = threading.RLock()
 COLLECTION = "rlmedic_chunks"
 SNAPSHOT_FILE = "dense.sqlite"
 MANIFEST_VERSION = 1
@@ -122,6 +125,14 @@ class Store:
     # -- dense side -------------------------------------------------------------------
     @property
     def collection(self):
+        if self._collection is not None:
+            return self._collection
+        # chromadb's client registry is not safe to enter from two threads at once (a web server's
+        # first concurrent answers saw KeyError / "no attribute 'bindings'" / "tenant" errors)
+        with _OPEN_LOCK:
+            return self._open_collection()
+
+    def _open_collection(self):
         if self._collection is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")

@@ -78,3 +78,26 @@ def test_a_cold_search_imports_neither_chromadb_nor_torch(kb: KnowledgeBase) -> 
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["network.md", "False", "False", "False"]
+
+
+def test_concurrent_first_searches_of_a_fresh_index(tmp_path: Path) -> None:
+    """A web server's first questions arrive together: the cards are indexed once, Chroma opened once."""
+    import threading
+
+    kb = KnowledgeBase(tmp_path / "index")
+    errors: list[BaseException] = []
+    found: list[int] = []
+
+    def ask() -> None:
+        try:
+            found.append(len(kb.search("NCCL watchdog timeout", 3, kind="card")))
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert found == [3, 3, 3, 3]
