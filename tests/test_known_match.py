@@ -222,3 +222,32 @@ def test_the_text_a_regex_requires(pattern: str, literal: tuple[str, bool]) -> N
     from rlmedic.knowledge.known.match import required_literal
 
     assert required_literal(pattern) == literal
+
+
+@pytest.mark.parametrize(
+    ("key", "generic"),
+    [
+        ("valueerror: not enough values to unpack (expected #, got #)", True),
+        ("torch.outofmemoryerror: cuda out of memory. tried to allocate # gib", True),
+        ("runtimeerror: cuda error: an illegal memory access was encountered", True),
+        ("no module named 'amp_c'", False),  # the module names the bug
+        ("assertionerror: flush_cache failed: there are still running requests", False),
+        ("update_weights_from_tensor: cuda out of memory", False),
+    ],
+)
+def test_generic_messages_are_told_apart(key: str, generic: bool) -> None:
+    from rlmedic.knowledge.known.match import generic_phrases, is_generic
+
+    assert len(generic_phrases()) >= 10
+    assert is_generic(key) is generic
+
+
+def test_a_record_matched_only_by_a_generic_message_does_not_lead() -> None:
+    from rlmedic.knowledge.known.schema import Record
+
+    rec = Record.model_validate({
+        "id": "g", "title": "t", "frameworks": ["generic"], "category": "other",
+        "symptoms": {"errors": ["ValueError: not enough values to unpack (expected 2, got 0)"], "situation": "any"},
+        "cause": "c", "fix": {"summary": "f"}, "sources": ["fixture-org/x#1"], "established_by": "reporter"})
+    [m] = match(["ValueError: not enough values to unpack (expected 3, got 1)"], pack=Pack((rec,), [], ()))
+    assert m.how == "exact" and not m.certain

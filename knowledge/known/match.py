@@ -22,6 +22,7 @@ converted to records on the way in and rank in the same list.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -145,6 +146,10 @@ class _Index:
                         owners[around] |= by_key[key]
                 at = blob.find(key, at + 1)
         self.shared: dict[str, int] = {key: len(found) for key, found in owners.items()}
+        # a string that is only a message many unrelated bugs print (generic.yaml) never leads either
+        for key in keys:
+            if is_generic(key):
+                self.shared[key] = max(self.shared[key], GENERIC_SHARED)
         self.exceptions: dict[str, list[int]] = {}
         for i, r in enumerate(self.records):
             if r.symptoms.exception:
@@ -266,6 +271,44 @@ def required_literal(pattern: str) -> tuple[str, bool]:
     close()
     best = max(runs, key=len, default="")
     return (best.lower() if ignore else best), ignore
+
+
+GENERIC_FILE = __import__("pathlib").Path(__file__).with_name("generic_messages.txt")
+#: What a generic string counts as: claimed by this many records (more than MAX_SHARED_TO_LEAD).
+GENERIC_SHARED = 99
+#: Informative characters a string must keep once the generic phrases, the exception type, numbers
+#: and punctuation are taken out.
+GENERIC_REST_CHARS = 3
+
+
+@functools.lru_cache(maxsize=1)
+def generic_phrases() -> tuple[str, ...]:
+    """The phrases of ``generic_messages.txt``, longest first, lower case, spaces collapsed."""
+    phrases = set()
+    for n, raw in enumerate(GENERIC_FILE.read_text(encoding="utf-8").splitlines(), 1):
+        line = " ".join(raw.lower().split())
+        if not line or line.startswith("# ") or line == "#":
+            continue
+        if len(line) < 4:
+            raise ValueError(f"{GENERIC_FILE}:{n}: {raw!r} is too short to be a message")
+        phrases.add(line)
+    return tuple(sorted(phrases, key=len, reverse=True))
+
+
+_AMOUNT = re.compile(r"#\s*(?:[kmgt]i?b|bytes?|gb|mb)\b|\bgpu\s*#")
+_EXC_TYPE = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)*[a-z_]*(?:error|exception|warning)\b:?")
+
+
+def is_generic(key: str) -> bool:
+    """Whether a normalised error string is only messages many bugs print (plus an exception type,
+    numbers and punctuation): ``valueerror: not enough values to unpack (expected #, got #)`` is;
+    ``no module named 'amp_c'`` is not (the module names the bug)."""
+    rest = key.lower()
+    for phrase in generic_phrases():
+        rest = rest.replace(phrase, " ")
+    rest = _EXC_TYPE.sub(" ", rest)
+    rest = _AMOUNT.sub(" ", rest)  # "# gib", "# mib free": sizes say nothing about which bug
+    return len(re.sub(r"[^a-z_]", "", rest)) < GENERIC_REST_CHARS
 
 
 def _IDENT(ch: str) -> bool:  # noqa: N802 - reads like a character class
