@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -55,6 +56,18 @@ def _upload(upload_mb: int) -> Path:
     return path
 
 
+def _own_copy(upload: Path, i: int) -> Path:
+    """Session ``i``'s own log: the same run with one line of its own (each user uploads a different file)."""
+    if upload == LOG:
+        return LOG
+    own = upload.parent / f"s{i}" / upload.name
+    own.parent.mkdir(exist_ok=True)
+    shutil.copyfile(upload, own)
+    with open(own, "a") as fh:
+        fh.write(f"[2025-11-22 23:59:59] session {i} log ends here\n")
+    return own
+
+
 def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
     from gradio_client import Client, handle_file
 
@@ -81,6 +94,7 @@ def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
         lock = threading.Lock()
 
         def user(i: int) -> None:
+            mine = _own_copy(upload, i)
             try:
                 client = Client(url, verbose=False)
             except Exception as exc:  # noqa: BLE001
@@ -88,7 +102,7 @@ def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
                     errors.append(f"connect: {exc}")
                 return
             for q in range(questions):
-                files = [handle_file(str(upload))] if q == 0 else []
+                files = [handle_file(str(mine))] if q == 0 else []
                 started = time.monotonic()
                 try:
                     client.predict({"text": QUESTIONS[q % len(QUESTIONS)], "files": files}, [], api_name="/chat")
