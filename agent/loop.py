@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from rlmedic.agent import claims, prompts
-from rlmedic.agent.compose import ground
 from rlmedic.agent.events import Answer, Event, Final, Notice, TextDelta, ToolFinished, ToolStarted
 from rlmedic.agent.llm import LLMConfig
 
