@@ -40,6 +40,8 @@ class Pack:
     records: tuple[Record, ...] = ()
     problems: list[str] = field(default_factory=list)
     folders: tuple[str, ...] = ()
+    #: content digest, filled by :func:`pack_hash`
+    digest: str = ""
 
     def by_id(self) -> dict[str, Record]:
         return {r.id: r for r in self.records}
@@ -232,8 +234,10 @@ def _cache_path() -> Path | None:
 
 
 def pack_hash(pack: Pack) -> str:
-    """A digest of the records' content (the index re-embeds them when it changes)."""
-    h = hashlib.sha256()
-    for record in pack.records:
-        h.update(record.model_dump_json(exclude={"path"}).encode())
-    return h.hexdigest()
+    """A digest of the records' content (the index re-embeds them when it changes); computed once a pack."""
+    if not pack.digest:
+        h = hashlib.sha256()
+        for record in pack.records:
+            h.update(record.model_dump_json(exclude={"path"}).encode())
+        pack.digest = h.hexdigest()
+    return pack.digest
