@@ -212,7 +212,11 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
         if cascades:
             cause.append(f"  {len(cascades)} later error(s) on other ranks or files follow from it "
                          f"(e.g. {cascades[0].summary.split('. ')[0]} at {cascades[0].file}:{cascades[0].line}).")
-    status = ["The run looks healthy: no error and no failure signature in the logs."] if healthy else []
+    finished = any(e.verdict == "finished" for e in logs)
+    status = [("The run finished cleanly" if finished else "The run looks healthy")
+              + ": no error and no failure signature in the logs."] if healthy else []
+    if logs and root is None and not healthy and not [f for e in logs for f in e.findings if f.severity != "info"]:
+        status = ["No error was found in the logs, but they show no training progress to judge the run by."]
     if evidence and (healthy or "status" in leads):
         status.append("What was checked: " + "; ".join(e.checked for e in evidence if e.checked) + ".")
     warnings = [fact for e in logs for fact in e.facts]
@@ -300,7 +304,7 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
     docs = [d for d in (kb.search(topic, 3, kind="doc") if retrieve else []) if d.id not in {x.id for x in lead_docs}]
     if docs:
         more.append("Documentation: " + ", ".join(f"[{answer.cite(d.citation)}]" for d in docs) + ".")
-    if known and not first:  # demoted (fixed in the user's release) and merely similar records
+    if known and not first and not skip_cards:  # demoted (fixed in the user's release) and merely similar records
         more += _known_text(known, answer)
 
     order = ["cause", "status", "gpus", "plan", "fixes"]

@@ -253,6 +253,7 @@ class Evidence(BaseModel):
     frameworks: list[str] = Field(default_factory=list)
     checked: str = ""
     healthy: bool = False
+    verdict: str = ""  # the tool's own word on the run when it has one: failed, finished, healthy, no-errors, ...
     at: float = 0.0  # when it was established (time.time()): a file changed since means look again
 
     @property

@@ -26,7 +26,8 @@ def test_logs_a_root_with_its_fixes_or_a_healthy_run_with_what_was_checked(tmp_p
     assert sick.root_finding.category == "oom_training" and sick.fixes and sick.citations
     well = call("diagnose", {"paths": [str(HEALTHY)]}, HEALTHY)
     assert well.healthy and well.root_finding is None
-    assert "1 log file(s)" in well.checked and "clean shutdown" in well.checked
+    assert "1 file(s)" in well.checked and ("clean finish" in well.checked or "clean shutdown" in well.checked)
+    assert well.verdict in ("finished", "healthy", "")
 
 
 def test_gpus_give_advice_and_facts(tmp_path: Path) -> None:

@@ -55,12 +55,13 @@ def fixes_text(answer: dict) -> str:
 def test_a_healthy_run_is_an_answer_through_ask_and_chat(tmp_path: Path) -> None:
     data = ask("did this run finish ok?", "--attach", str(HEALTHY))
     text = data["answer"]
-    assert text.startswith("The run looks healthy")
-    assert "What was checked: 1 log file(s)" in text and "clean shutdown" in text
+    assert re.match(r"The run (finished cleanly|looks healthy): no error", text)
+    assert "What was checked: " in text and "1 file(s)" in text and re.search(r"clean (finish|shutdown)", text)
+    assert "known issue" not in text.lower()  # nothing "possibly related" to a run that is fine
     assert not data["root_cause"]["text"] and not data["cards"]  # no invented failure, no card
     assert "preempt" not in text.lower() and "wandb" not in text.lower()
     out = chat([f"/attach {HEALTHY}", "did this run finish ok?", "/quit"], tmp_path)
-    assert "The run looks healthy" in out and "preempt" not in out.lower()
+    assert re.search(r"The run (finished cleanly|looks healthy)", out) and "preempt" not in out.lower()
 
 
 # ---------------------------------------------------------------------- GPUs

@@ -45,10 +45,17 @@ def diagnosis_evidence(d: Any) -> Evidence:
     facts = [f"{f.summary} ({f.file}:{f.line})" if f.line else f.summary
              for f in findings if f is not root and f.root is None and f.severity == "warning"][:4]
     serious = _serious(list(d.findings))
+    health = stats.get("health") if isinstance(stats.get("health"), dict) else {}
+    if health:  # the diagnosis's own verdict and what it rests on
+        checked = "; ".join(str(c) for c in health.get("checked") or []) or "; ".join(parts)
+        healthy = health.get("verdict") in ("finished", "healthy") and not serious
+    else:
+        checked = "; ".join(parts)
+        healthy = not serious and bool(stats.get("lines")) and not stats.get("empty_files")
     return Evidence(
         subject="logs", findings=findings, root=0 if root is not None else None, fixes=list(root.fixes) if root is not None else [],
         citations=citations, facts=facts, frameworks=list(stats.get("frameworks") or []),
-        checked="; ".join(parts), healthy=not serious and bool(stats.get("lines")) and not stats.get("empty_files"),
+        checked=checked, healthy=healthy, verdict=str(health.get("verdict") or ""),
     )
 
 
