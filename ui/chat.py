@@ -221,6 +221,13 @@ def chat_loop(conv: Session, *, stdin: TextIO | None = None, stdout: TextIO | No
     if interactive is None:
         interactive = stdin.isatty() and stdout.isatty()
     printer = Printer(stdout, rich=interactive)
+    if interactive and threading.current_thread() is threading.main_thread():
+        import signal
+
+        # started from a background job or nohup, Python inherits SIGINT ignored; at a terminal
+        # Ctrl-C must still stop an answer (KeyboardInterrupt), as the prompt promises
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     intro = "rlmedic chat: ask about a failed run; /help for commands, /attach to add logs and configs."
     printer.line(intro, "bold")
     if conv.offline:
