@@ -31,6 +31,10 @@ RELATED_SHARE = 0.8
 MAX_FIXES = 8
 
 
+#: What the tools examine (Evidence.subject); search hits are knowledge, not a look at the run.
+SUBJECTS = ("logs", "config", "gpus", "checkpoints")
+
+
 # ---------------------------------------------------------------------- frameworks
 
 
@@ -173,7 +177,9 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
     answer = ground(answer, evidence)
     answer.fixes = [f for f in answer.fixes if fits(f, framework)]
     logs = [e for e in evidence if e.subject == "logs" and e.checked != "the text of the question"]
-    healthy = bool(logs) and all(e.healthy for e in logs) and root is None
+    # what the tools looked at (not the question's own text, not search hits)
+    looked = [e for e in evidence if e.subject in SUBJECTS and e.checked != "the text of the question"]
+    healthy = bool(looked) and all(e.healthy for e in looked) and root is None
     has_log = bool(logs)
     leads = [i.lead for i in asked]
     sections: dict[str, list[str]] = {}
@@ -213,8 +219,13 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
             cause.append(f"  {len(cascades)} later error(s) on other ranks or files follow from it "
                          f"(e.g. {cascades[0].summary.split('. ')[0]} at {cascades[0].file}:{cascades[0].line}).")
     finished = any(e.verdict == "finished" for e in logs)
-    status = [("The run finished cleanly" if finished else "The run looks healthy")
-              + ": no error and no failure signature in the logs."] if healthy else []
+    if healthy and logs:
+        status = [("The run finished cleanly" if finished else "The run looks healthy")
+                  + ": no error and no failure signature in the logs."]
+    elif healthy:
+        status = ["No problem found in what was checked (" + ", ".join(sorted({e.subject for e in looked})) + ")."]
+    else:
+        status = []
     if logs and root is None and not healthy and not [f for e in logs for f in e.findings if f.severity != "info"]:
         status = ["No error was found in the logs, but they show no training progress to judge the run by."]
     if evidence and (healthy or "status" in leads):
@@ -247,6 +258,16 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
             plan_lines.append("Recovery plan: " + e.plan[0])
             plan_lines += [f"  - {step}" for step in e.plan[1:12]]
     sections["plan"] = plan_lines
+
+    config_lines: list[str] = []
+    for e in (e for e in evidence if e.subject == "config"):
+        for f in e.findings:
+            if f is not root and severity_rank(f.severity) <= severity_rank("warning"):
+                ref = f" [{answer.cite(f.citation)}]" if f.citation else ""
+                where = f"{f.key}: " if f.key else ""
+                config_lines.append(f"Config check ({f.severity}): {where}{f.summary.rstrip('.')}{ref}.")
+        config_lines += [f"  {fact}" for fact in e.facts]
+    sections["config"] = config_lines[:8]
     # the root cause is told where its subject is told (a damaged save heads the checkpoint facts)
     home = {"checkpoints": "plan", "gpus": "gpus"}.get(root_ev.subject if root_ev else "", "cause")
     if home != "cause":
@@ -295,8 +316,8 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
     sections["fixes"] = fix_lines
 
     # what the question needs and nobody attached
-    have = {e.subject for e in evidence}
-    needs = [i.attach for i in asked if i.needs not in have and i.attach]
+    have = {e.subject for e in looked}
+    needs = [i.attach for i in asked if i.attach and not (i.needs in have or (i.needs == "any" and have))]
     sections["needs"] = [f"To answer this exactly, {text}." for text in dict.fromkeys(needs)]
 
     more: list[str] = []
@@ -307,7 +328,7 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
     if known and not first and not skip_cards:  # demoted (fixed in the user's release) and merely similar records
         more += _known_text(known, answer)
 
-    order = ["cause", "status", "gpus", "plan", "fixes"]
+    order = ["cause", "status", "gpus", "plan", "config", "fixes"]
     for lead in reversed(leads):  # what the question asks goes first, after a known issue that explains it
         order.remove(lead)
         order.insert(0, lead)
@@ -316,7 +337,7 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
         # a follow-up about the edit: the edit first, the earlier diagnosis in one line
         sections["cause"] = sections["cause"][:1]
         card_lines = [line for line in card_lines if not line.startswith(("Why it happens", "Background"))]
-    answer.details = [line for name in ("known", "status", "gpus", "plan") for line in sections[name]]
+    answer.details = [line for name in ("known", "status", "gpus", "plan", "config") for line in sections[name]]
     answer.needs = list(sections["needs"])
     lines = list(doc_lines)
     for name in order:
@@ -328,7 +349,7 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
     if healthy and not answer.category:
         answer.category = ""
     answer.summary = (f"Known issue {first[0].record.source}: {first[0].record.title}" if first else
-                      answer.root_cause or ("The run looks healthy." if healthy else "")
+                      answer.root_cause or ((status[0] if status else "") if healthy else "")
                       or (cards[0][0].title if cards else ""))
     answer.answer = "\n".join(lines)
     return answer

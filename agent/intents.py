@@ -16,7 +16,7 @@ from pathlib import Path
 from rlmedic.errors import UserError
 from rlmedic.types import CATEGORIES
 
-SUBJECTS = ("logs", "config", "gpus", "checkpoints")
+SUBJECTS = ("logs", "config", "gpus", "checkpoints", "any")
 LEADS = ("fixes", "status", "gpus", "plan", "cause")
 PATH = Path(__file__).with_name("intents.yaml")
 

@@ -295,3 +295,12 @@ def test_chat_continues_a_thread_started_with_ask(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "What to change" in result.stdout and "max_tokens_per_mb" in result.stdout
     assert "> diagnose" not in result.stdout  # the thread's evidence, not a new investigation
+
+
+def test_a_config_question_is_answered_from_the_config_alone(tmp_path: Path) -> None:
+    clean = ask("is my config ok?", "--attach", str(AREAL_CONFIG))
+    assert clean["answer"].startswith("No problem found in what was checked (config)")
+    assert not clean["cards"] and "attach" not in clean["answer"]
+    broken = ask("is my config ok?", "--attach", str(FIXTURES / "configs" / "areal" / "mb_tokens.yaml"))
+    assert "From the config: actor.mb_spec.max_tokens_per_mb = 1536" in broken["answer"]
+    assert broken["fixes"][0]["key"] == "actor.mb_spec.max_tokens_per_mb" and broken["fixes"][0]["new"] == 2048

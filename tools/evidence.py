@@ -136,8 +136,10 @@ def fix_evidence(result: Any) -> Evidence:
         _add_citations(citations, fix.citations)
     for p in result.problems:
         _add_citations(citations, p.citations)
+    problems = sorted(result.problems, key=lambda p: severity_rank(p.severity))  # errors first: the worst leads
     return Evidence(
-        subject="config", findings=list(result.problems), fixes=fixes, diff=result.diff or "", citations=citations,
+        subject="config", findings=problems, root=0 if _serious(problems[:1]) else None,
+        fixes=fixes, diff=result.diff or "", citations=citations,
         frameworks=[result.framework] if result.framework in ("areal", "slime") else [],
         facts=[f"still to edit by hand: {p.key}: {p.summary}" for p in result.remaining
                if severity_rank(p.severity) <= severity_rank("warning")][:4],
@@ -151,7 +153,9 @@ def lint_evidence(result: Any) -> Evidence:
     citations: list[Citation] = []
     for p in result.problems:
         _add_citations(citations, p.citations)
-    return Evidence(subject="config", findings=list(result.problems), fixes=fixes, citations=citations,
+    problems = sorted(result.problems, key=lambda p: severity_rank(p.severity))
+    return Evidence(subject="config", findings=problems, root=0 if _serious(problems[:1]) else None,
+                    fixes=fixes, citations=citations,
                     frameworks=[result.framework] if result.framework in ("areal", "slime") else [],
                     checked=f"the config {result.path} ({result.framework})", healthy=not result.problems)
 
