@@ -414,6 +414,10 @@ def _known_matches(question: str, texts: Sequence[str], evidence: Sequence[Evide
     return match(list(texts), question=question, versions=versions, kb=kb, k=3)
 
 
+#: Words that make a log line an error line (a known issue may lead on it when no root was found).
+ERROR_WORDS = re.compile(r"(?i)error|exception|traceback|fail|fatal|abort|assert|killed|timed? ?out|\bnan\b|\binf\b|"
+                         r"hang|stuck|\boom\b|out of memory|refused|denied|cannot|can't|unable|invalid|not found|"
+                         r"no such|segmentation|core dumped|exited|deprecat|warn")
 #: A matched line this many lines after the root's line belongs to the root's traceback.
 TRACEBACK_LINES = 40
 
@@ -422,7 +426,13 @@ def _explains(m: Any, root: Any, texts: Sequence[str] = ()) -> bool:
     """Whether a certain known-issue match is about the root error (it then leads): there is no root,
     the record's category is the root's, or the line it matched is the root's own or follows it
     within its traceback (a crash line, then the exception that names the bug)."""
-    if root is None or m.record.category == root.category:
+    if root is None:
+        # no failure in the evidence (texts end with the question): a record leads only on an error line
+        # or on the user's own words,
+        # never on a metric or progress line of a run that may be healthy
+        line = (m.matched or "").strip()
+        return bool(line) and (any(line in t for t in texts[-1:]) or ERROR_WORDS.search(line) is not None)
+    if m.record.category == root.category:
         return True
     line = (m.matched or "").strip()[:80]
     if not line:

@@ -58,6 +58,9 @@ FRAMEWORK_BOOST = 0.25
 FIXED_DEMOTION = 0.5
 #: A record votes on a category from this score (a similarity of ~0.2: a few shared rare words).
 VOTE_MIN_SCORE = 0.06
+#: An error string with fewer words than this (numbers aside) matches only with its numbers as written.
+NUMBERS_MATTER_BELOW = 3
+_LETTER_WORD = re.compile(r"[a-z][a-z_]{2,}")
 #: Matches below this score are noise and are not returned.
 MIN_SCORE = 0.12
 #: A normalised error string shorter than this matches only a whole line (equal), never a part.
@@ -120,11 +123,16 @@ class _Index:
 
         self.records = list(records)
         self.errors: list[tuple[str, int]] = []
+        #: (key, record) -> the literal text that must be on the line, for strings whose numbers are
+        #: their point: "'rollout/raw_reward': 0.0" folded to "...: #" would match every healthy reward
+        self.literal: dict[tuple[str, int], str] = {}
         for i, r in enumerate(self.records):
             for text in r.symptoms.errors:
                 key = normalize_error(text)
                 if len(key) >= 8:
                     self.errors.append((key, i))
+                    if "#" in key and len(_LETTER_WORD.findall(key.replace("#", " "))) < NUMBERS_MATTER_BELOW:
+                        self.literal[(key, i)] = " ".join(text.lower().split())
         # how many records claim each error string (theirs, or one inside or around it): a string many
         # records share ("CUDA out of memory") is evidence of a kind of failure, not of one bug
         by_key: dict[str, set[int]] = {}
@@ -426,6 +434,9 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
         line = lines.find(key)
         if line is None:
             continue
+        literal = idx.literal.get((key, i))
+        if literal is not None and literal not in " ".join(line.lower().split()):
+            continue  # the words match but the value the record is about does not
         record = idx.records[i]
         on_line.setdefault(line[:400], set()).add(record.id)
         shared = idx.shared.get(key, 1)

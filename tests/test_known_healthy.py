@@ -1,0 +1,40 @@
+"""Known-issue records describe failures: none may match a healthy run's lines.
+
+A record whose error string or regex matches an ordinary progress or metric line (a
+learning-rate value, a config dump, a reward of 0.42) would lead the answer of every
+healthy run with an invented bug. Each shipped record is checked against healthy logs
+of both frameworks, and the answer to "did this run finish ok?" names no known issue.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from rlmedic.knowledge.known import match
+from rlmedic.knowledge.known.load import load
+
+HEALTHY = sorted((FIXTURES / "logs" / "scenarios").glob("healthy_*.log"))
+
+
+def test_there_are_healthy_logs_of_both_frameworks() -> None:
+    assert {p.stem for p in HEALTHY} >= {"healthy_areal", "healthy_slime"}
+
+
+@pytest.mark.parametrize("log", HEALTHY, ids=[p.stem for p in HEALTHY])
+def test_no_record_matches_a_healthy_log_by_its_symptoms(log: Path) -> None:
+    pack = load()
+    found = [m for m in match([log.read_text(encoding="utf-8")], pack=pack, k=20) if m.how in ("exact", "regex")]
+    assert not found, [(m.record.id, m.how, m.matched[:120]) for m in found]
+
+
+@pytest.mark.parametrize("log", HEALTHY, ids=[p.stem for p in HEALTHY])
+def test_a_healthy_run_is_answered_without_a_known_issue(log: Path, tmp_path: Path) -> None:
+    from rlmedic.agent.offline import answer_offline
+    from rlmedic.registry import ToolContext
+
+    answer = answer_offline("did this run finish ok?", attachments=[log], ctx=ToolContext.for_roots([str(log)]))
+    assert "finished cleanly" in answer.answer and "Known issue" not in answer.answer
+    assert not any(c.kind == "issue" for c in answer.citations)
