@@ -439,3 +439,15 @@ def test_colocated_memory_says_when_no_lever_is_enough(tmp_path: Path) -> None:
     assert "every memory lever" in problem.message and "gradient checkpointing" in problem.message
     assert "optimizer offload" in problem.message and "separate GPUs" in problem.message
     assert problem.fixes == [] or all(f.key != "sglang.mem_fraction_static" for f in problem.fixes)
+
+
+def test_rules_judge_the_renamed_config_not_the_misspelt_one() -> None:
+    """gconfig.max_new_token (a typo) hides max_new_tokens: 1024, so the micro-batch rule measured a
+    sequence with the 16384 default; once renamed, the 10240-token micro-batch holds 1024 + 1024."""
+    lint = lint_config(AREAL / "schema_typo.yaml", confinement=ANYWHERE)
+    assert any(p.rule == "areal-mb-tokens-cover-sequence" for p in lint.problems)  # the input, as AReaL reads it
+    result = fix_config(AREAL / "schema_typo.yaml", confinement=ANYWHERE)
+    assert [(c.op, c.key) for c in result.changes] == [("rename", "gconfig.max_new_token"), ("set", "actor.weight_update_mode")]
+    assert "actor.mb_spec.max_tokens_per_mb" in {c.key for c in result.settled}
+    assert not [a for a in result.actions if "max_tokens_per_mb" in str(a)]
+    assert result.fixed_valid

@@ -531,7 +531,26 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
     work = config.copy() if framework == "areal" else _copy_launch(config)
     applied: list[Fix] = []
     satisfied: list[Fix] = []  # changes whose value was already in effect when their turn came
-    # Renames of misspelt options first: the rules' changes then see the renamed keys.
+    # Renames of misspelt options first, then the rules are asked again: their changes were worked
+    # out on the misspelt config (gconfig.max_new_token unknown -> max_new_tokens' default 16384
+    # asked for a 17408-token micro-batch the renamed config does not need)
+    renames = [c for c in chosen if c.op == "rename"]
+    if renames and framework == "areal":
+        for change in renames:
+            try:
+                apply_changes(framework, work, [change])
+            except UserError as exc:
+                actions.append(change.model_copy(update={"op": "action", "why": f"apply by hand: {exc}"}))
+                continue
+            applied.append(change)
+        seen = {c.key for c in renames}
+        chosen = []
+        relinted = lint_parsed(framework, work, ctx)
+        for change in [c for c in remedy_applied if c.op != "rename"] + [
+                c for p in relinted if p.severity in FIX_SEVERITIES for c in p.fixes]:
+            if change.key not in seen:
+                seen.add(change.key)
+                chosen.append(change)
     chosen.sort(key=lambda c: c.op != "rename")
     # Fixes can expose new problems (fewer GPUs -> SGLang and trainer now share one): re-lint and
     # fix again, a few rounds at most, never touching a key twice.
@@ -559,6 +578,16 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
         if not chosen:
             break
     alternatives = [a for a in alternatives if a.key not in seen]
+    # a problem of the input that the changes made go away (a rename fixed what a rule measured):
+    # its own proposal is settled, not work left by hand
+    left = {(p.rule, p.key) for p in remaining}
+    done = {(c.key, c.op) for c in applied + satisfied}
+    for problem in problems:
+        if (problem.rule, problem.key) not in left and problem.severity in FIX_SEVERITIES:
+            for change in problem.fixes:
+                if (change.key, change.op) not in done:
+                    done.add((change.key, change.op))
+                    satisfied.append(change)
     actions += _by_hand(problems, applied + satisfied, actions)
     return FixResult(
         path=config.path, framework=framework, problems=problems, changes=applied, alternatives=alternatives,
