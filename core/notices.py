@@ -48,11 +48,17 @@ def notice(message: str) -> None:
 
 
 @contextlib.contextmanager
-def step(label: str, *, after: float = 2.0, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+def step(label: str, *, after: float = 2.0, clock: Callable[[], float] = time.monotonic,
+         terminal_only: bool = False) -> Iterator[None]:
     """Announce ``label`` once it has run ``after`` seconds (0: at once), and its time when it ends.
 
     A step that finishes sooner stays silent, so fast machines and warm caches print nothing.
+    ``terminal_only``: say nothing unless stderr is a terminal (a script reading stderr for the
+    one error line of a failed command gets just that line).
     """
+    if terminal_only and not _stderr_is_terminal():
+        yield
+        return
     start = clock()
     state = {"said": False, "over": False}
     guard = threading.Lock()
@@ -79,3 +85,10 @@ def step(label: str, *, after: float = 2.0, clock: Callable[[], float] = time.mo
             state["over"] = True
             if state["said"]:
                 notice(f"{label}: done in {clock() - start:.1f} s")
+
+
+def _stderr_is_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False

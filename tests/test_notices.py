@@ -58,3 +58,26 @@ def test_a_long_job_off_a_terminal_still_says_what_it_does(lines) -> None:
     with progress_bar("Indexing", enabled=False, after=0) as progress:
         assert progress is None
     assert lines[0] == "rlmedic: indexing..." and lines[1].startswith("rlmedic: indexing: done in ")
+
+
+class _Terminal:
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def test_terminal_only_steps_speak_at_a_terminal_and_not_in_a_pipe(lines, monkeypatch) -> None:
+    import sys
+
+    with notices.step("running diagnose", after=0, terminal_only=True):  # pytest's stderr: not a terminal
+        pass
+    assert lines == []
+    monkeypatch.setattr(sys, "stderr", _Terminal())
+    with notices.step("running diagnose", after=0, terminal_only=True):
+        pass
+    assert lines[0] == "rlmedic: running diagnose..." and "done in" in lines[1]

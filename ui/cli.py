@@ -102,10 +102,14 @@ def run_tool(name: str, arguments: dict[str, Any], roots: list[Any], *, ctx: Any
     traceback. Returns the tool's (redacted) result object. Pass ``ctx`` (from
     :func:`tool_context`) to keep it: its confinement knows every file the tool read, which
     an output (``-o``, ``--save``) must never replace."""
+    from rlmedic.notices import step
     from rlmedic.registry import REGISTRY
 
     ctx = ctx or tool_context(roots, **context)
-    return REGISTRY.call(name, arguments, ctx, catch_bugs=False, use_cache=False).unwrap()  # one call per process
+    # a big log folder or checkpoint tree takes a while: at a terminal, say so after a few seconds
+    with step(f"running {name.replace('_', ' ')}", after=3, terminal_only=True):
+        result = REGISTRY.call(name, arguments, ctx, catch_bugs=False, use_cache=False)  # one call per process
+    return result.unwrap()
 
 
 def tool_context(roots: list[Any], **context: Any) -> Any:
