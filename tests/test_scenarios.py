@@ -119,6 +119,14 @@ def test_the_same_question_gets_areal_keys_for_areal_and_slime_flags_for_slime()
     assert "--sglang-mem-fraction-static" not in areal["answer"].split("Sources:")[0]
 
 
+def test_the_framework_keys_hold_in_the_chat_too(tmp_path: Path) -> None:
+    out = chat(["AReaL: sglang keeps running out of memory during rollout, what should I set?", "/reset",
+                "slime: sglang keeps running out of memory during rollout, what should I set?", "/quit"], tmp_path)
+    areal, slime = out.split("conversation reset")
+    assert "rollout.max_concurrent_rollouts" in areal and "--sglang-mem-fraction-static" not in areal.split("Sources:")[0]
+    assert "--sglang-mem-fraction-static" in slime and "rollout.max_concurrent_rollouts" not in slime
+
+
 def test_a_question_that_rules_out_memory_gets_no_oom_cards(tmp_path: Path) -> None:
     data = ask("memory is fine, but my GRPO run crashed during rollout with sglang")
     from rlmedic.knowledge.cards import card_by_id
@@ -215,6 +223,8 @@ def test_an_unknown_exception_is_answered_from_its_own_text(tmp_path: Path) -> N
     data = ask("why did my run die?", "--attach", str(log))
     assert "solution_text_v2" in data["answer"].split("Sources:")[0]
     assert data["root_cause"]["evidence"] and data["root_cause"]["evidence"][0].startswith(str(log))
+    out = chat([f"/attach {log}", "why did my run die?", "/quit"], tmp_path)
+    assert "solution_text_v2" in out.split("Sources:")[0]
 
 
 # ---------------------------------------------------------------------- redaction at the front door
