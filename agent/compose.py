@@ -172,7 +172,7 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
     answer = Answer(answer="", engine="offline")
     # a known issue that explains the root error leads, cited first
     known = _known_matches(question, texts, evidence, framework, kb)
-    first = [m for m in _leading(known)[:1] if _explains(m, root, [*texts, question])]
+    first = [m for m in _leading(known) if _same_stack(m, framework) and _explains(m, root, [*texts, question])][:1]
     known_lead = _known_text(known, answer) if first else []
     answer = ground(answer, evidence)
     answer.fixes = [f for f in answer.fixes if fits(f, framework)]
@@ -450,6 +450,17 @@ def _explains(m: Any, root: Any, texts: Sequence[str] = ()) -> bool:
                     return True
                 break
     return False
+
+
+#: The RL frameworks: a bug in one of them is not the user's when they run another.
+RL_FRAMEWORKS = frozenset({"areal", "slime", "verl"})
+
+
+def _same_stack(m: Any, framework: str) -> bool:
+    """Whether a known issue can be the user's: a record of another RL framework (a verl bug for an AReaL
+    run) never leads; records of shared parts (SGLang, vLLM, Megatron, torch, NCCL, Ray) always can."""
+    theirs = set(m.record.frameworks) & RL_FRAMEWORKS
+    return framework not in RL_FRAMEWORKS or not theirs or framework in theirs
 
 
 def _leading(matches: Sequence[Any]) -> list[Any]:

@@ -38,3 +38,25 @@ def test_a_healthy_run_is_answered_without_a_known_issue(log: Path, tmp_path: Pa
     answer = answer_offline("did this run finish ok?", attachments=[log], ctx=ToolContext.for_roots([str(log)]))
     assert "finished cleanly" in answer.answer and "Known issue" not in answer.answer
     assert not any(c.kind == "issue" for c in answer.citations)
+
+
+def test_a_plain_cuda_oom_is_no_known_bug() -> None:
+    """PyTorch's own OOM message (sizes, 'reserved but unallocated', expandable_segments advice) is
+    printed by every OOM: no record may lead on it, whether by a string or by a regex spanning it."""
+    from rlmedic.knowledge.known import leading
+
+    log = (FIXTURES / "logs" / "signatures" / "cuda-oom.log").read_text(encoding="utf-8")
+    assert not leading(match([log], k=10)), [m.record.id for m in leading(match([log], k=10))]
+
+
+def test_a_bug_of_another_rl_framework_never_leads() -> None:
+    from types import SimpleNamespace
+
+    from rlmedic.agent.compose import _same_stack
+
+    def m(*frameworks: str) -> SimpleNamespace:
+        return SimpleNamespace(record=SimpleNamespace(frameworks=list(frameworks)))
+
+    assert not _same_stack(m("verl"), "areal") and not _same_stack(m("slime", "megatron"), "verl")
+    assert _same_stack(m("areal", "sglang"), "areal") and _same_stack(m("sglang"), "slime")
+    assert _same_stack(m("verl"), "")  # the framework is not known: nothing is ruled out

@@ -454,6 +454,8 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
         if m.how == "exact":
             m.shared = max(m.shared, len(on_line.get(m.matched, ())))
     # 2. regexes (raw text: a pattern may span lines), over the parts of a log that can hold a failure
+    from rlmedic.knowledge.threads import normalize_error
+
     bounded = views + [question[-MAX_REGEX_CHARS:]]
     lowered = [t.lower() for t in bounded]
     for record in idx.records:
@@ -466,6 +468,11 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
             m = next((m for t in bounded if (m := pattern.search(t))), None)
             if m is not None:
                 offer(record, "regex", _line_at(m), BASE["regex"])
+                hit = found.get(record.id)
+                if hit is not None and hit.how == "regex" and is_generic(normalize_error(m.group(0)[:2000])):
+                    # what the pattern found is only a message many bugs print (a plain CUDA OOM): it
+                    # ranks like a shared string and never leads
+                    hit.shared = GENERIC_SHARED
                 break
     # 3. exception type + message words: most of the message's words must be the record's too
     for exc, message, line in _exceptions(bounded):
