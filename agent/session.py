@@ -45,19 +45,16 @@ MAX_QUESTION_CHARS = 4000
 def leaving(event: Event) -> Event:
     """The front-door boundary: what leaves a session toward a user (terminal, page, Slack) is redacted
     once here, whichever engine wrote it (the model's prose included)."""
-    from rlmedic.redact import redact, redact_value
+    from rlmedic.redact import redact_value
 
-    if isinstance(event, TextDelta):
-        event.text = redact(event.text)
-    elif isinstance(event, Notice):
-        event.text = redact(event.text)
+    if isinstance(event, (TextDelta, Notice)):
+        event.text = redact_value(event.text)
     elif isinstance(event, Final):
         a = event.answer
-        a.answer, a.summary, a.root_cause, a.config_diff = (redact(a.answer), redact(a.summary), redact(a.root_cause),
-                                                             redact(a.config_diff))
-        a.details, a.needs, a.notices = [redact(x) for x in a.details], [redact(x) for x in a.needs], \
-            [redact(x) for x in a.notices]
-        a.findings = redact_value(a.findings)
+        for name in ("answer", "summary", "root_cause", "config_diff", "details", "needs", "notices", "findings",
+                     "grounded"):
+            if hasattr(a, name):
+                setattr(a, name, redact_value(getattr(a, name)))
     return event
 
 

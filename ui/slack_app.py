@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlmedic.redact import redact
 
 log = logging.getLogger("rlmedic.slack")
 
@@ -232,7 +231,7 @@ class SlackBot:
                 return
         if final is None:
             return
-        diff = redact(final.config_diff.strip() + "\n") if final.config_diff.strip() else ""
+        diff = final.config_diff.strip() + "\n" if final.config_diff.strip() else ""  # redacted by the session
         new_diff = bool(diff) and not session.diff_shown(session.turns[-1].diff_sha)
         text, blocks = answer_blocks(final, folder=str(folder), diff_attached=new_diff, diff_above=bool(diff) and not new_diff,
                                      skipped=skipped, offline_flag=self.settings.offline)
