@@ -29,7 +29,7 @@ def only_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("path", SHIPPED or [None], ids=[p.stem for p in SHIPPED] or ["no-shipped-records-yet"])
 def test_every_shipped_record_validates(path: Path | None) -> None:
-    pack = load([(BUILTIN_DIR, "builtin")])
+    pack = load([(BUILTIN_DIR, "builtin")], strict=True)
     if path is None:  # the pack is being written: the loader still reads the folder cleanly
         assert pack.records == () and pack.problems == []
         return
@@ -201,3 +201,15 @@ def test_every_shipped_regex_prefilter_is_sound() -> None:
             assert literal in (line.lower() if ignore else line), (record.id, pattern, literal, line)
             checked += 1
     assert checked or not SHIPPED
+
+
+def test_regexes_are_compiled_by_the_check_and_for_team_records_not_on_every_cold_start(tmp_path: Path) -> None:
+    bad = dict(GOOD, id="bad-regex", symptoms={**GOOD["symptoms"], "regexes": ["(unclosed"]})
+    folder = tmp_path / "pack"
+    folder.mkdir()
+    (folder / "bad-regex.yaml").write_text(yaml.safe_dump(bad))
+    strict = load([(folder, "builtin")], strict=True)
+    assert strict.records == () and "does not compile" in strict.problems[0]
+    assert [r.id for r in load([(folder, "builtin")]).records] == ["bad-regex"]  # the shipped pack: the check's job
+    team = load([(folder, "team")])
+    assert team.records == () and "does not compile" in team.problems[0]

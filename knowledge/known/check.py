@@ -66,7 +66,7 @@ def check(dirs: list[str | Path] | None = None) -> Report:
     chosen = folders() if not dirs else [(Path(d), "builtin" if Path(d).resolve() == BUILTIN_DIR.resolve() else "team")
                                           for d in dirs]
     start = time.perf_counter()
-    pack = load(chosen)
+    pack = load(chosen, strict=True)
     report = Report(pack=pack, load_ms=1000 * (time.perf_counter() - start))
     index = _index(pack)
     for record in pack.records:
