@@ -3,8 +3,10 @@ never a hang, bounded memory.
 
 Targets, through their public functions and through the CLI: the log scanner (``diagnose``,
 ``diagnose_text``, ``build_excerpt``), the AReaL and slime parsers, the config rules and the
-fixer (``lint_parsed``, ``fix_parsed``), the GPU snapshot loader (``load_snapshot``), and the
-checkpoint scanner (``list_checkpoints`` + ``recovery_plan``).
+fixer (``lint_parsed``, ``fix_parsed``), the GPU snapshot loader (``load_snapshot``), the
+checkpoint scanner (``list_checkpoints`` + ``recovery_plan``), and issue 21's inputs: Slack's
+``Content-Length`` (``body_length``), redaction through terminal escape codes, tool paths with a
+NUL byte, and chunk ids of repeating text.
 
 Inputs are built from nasty fragments (aliases, merge keys, tags, deep brackets, long digit
 runs, line continuations, quotes, NUL and invalid UTF-8, ANSI codes) mixed into real fixture
