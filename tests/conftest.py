@@ -57,6 +57,21 @@ def shared() -> Path:
     return SHARED
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    """Every skip for a missing ``../shared`` is reported at the one place that decides it, so the
+    summary shows one line (``SKIPPED [18] tests/conftest.py:...``), not one per test."""
+    outcome = yield
+    report = outcome.get_result()
+    longrepr = report.longrepr
+    if report.skipped and isinstance(longrepr, tuple) and len(longrepr) == 3 and str(longrepr[2]).endswith(SHARED_MISSING):
+        report.longrepr = (__file__, _SKIP_LINE, longrepr[2])
+
+
+#: The line of the skip above (1-based, as pytest shows it).
+_SKIP_LINE = next(n for n, line in enumerate(Path(__file__).read_text().splitlines(), 1) if "pytest.skip(SHARED_MISSING)" in line)
+
+
 def _anywhere():
     from rlmedic.confine import Confinement
 
