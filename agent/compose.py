@@ -176,9 +176,9 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
     known_lead = _known_text(known, answer) if first else []
     answer = ground(answer, evidence)
     answer.fixes = [f for f in answer.fixes if fits(f, framework)]
-    logs = [e for e in evidence if e.subject == "logs" and e.checked != "the text of the question"]
+    logs = [e for e in evidence if e.subject == "logs"]
     # what the tools looked at (not the question's own text, not search hits)
-    looked = [e for e in evidence if e.subject in SUBJECTS and e.checked != "the text of the question"]
+    looked = [e for e in evidence if e.subject in SUBJECTS]
     healthy = bool(looked) and all(e.healthy for e in looked) and root is None
     has_log = bool(logs)
     leads = [i.lead for i in asked]

@@ -124,6 +124,7 @@ def question_evidence(question: str, ctx: Any) -> Any:
     evidence = getattr(result, "evidence", None)
     if not getattr(result, "ok", False) or evidence is None or not evidence.findings:
         return None
+    evidence.subject = "question"  # what the user wrote, not a look at the run
     evidence.checked = "the text of the question"
     evidence.healthy = False  # prose is not a run: no findings says nothing about health
     return evidence

@@ -239,7 +239,7 @@ class Evidence(BaseModel):
     """
 
     tool: str = ""
-    subject: str = ""  # what was examined: logs | config | gpus | checkpoints | knowledge
+    subject: str = ""  # what was examined: logs | config | gpus | checkpoints | knowledge | question
     call: str = ""  # the call's identity (tool + arguments), so a follow-up reuses it
     findings: list[Finding] = Field(default_factory=list)  # root first when there is one
     root: int | None = None  # index of the root finding in ``findings``
