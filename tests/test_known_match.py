@@ -251,3 +251,31 @@ def test_a_record_matched_only_by_a_generic_message_does_not_lead() -> None:
         "cause": "c", "fix": {"summary": "f"}, "sources": ["fixture-org/x#1"], "established_by": "reporter"})
     [m] = match(["ValueError: not enough values to unpack (expected 3, got 1)"], pack=Pack((rec,), [], ()))
     assert m.how == "exact" and not m.certain
+
+
+def test_a_follow_up_on_the_same_log_reuses_the_logs_half_and_answers_the_same(monkeypatch) -> None:
+    """The logs' half of the matcher is kept by content: the same text again is not rescanned, a changed
+    text is, and the question's own lines still count (a regex or error string only the question has)."""
+    import importlib
+
+    m = importlib.import_module("rlmedic.knowledge.known.match")  # the module (the package exports the function)
+
+    log = "\n".join(f"[step {i}] loss 0.{i}" for i in range(3000)) + (
+        "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    calls = []
+    real = m._see
+    monkeypatch.setattr(m, "_see", lambda idx, texts: calls.append(len(texts)) or real(idx, texts))
+    m._SEEN.clear()
+    first = m.match([log], question="why did my run die?")
+    again = m.match([log], question="why did my run die?")
+    assert len(calls) == 1
+    assert [(x.record.id, x.score, x.how, x.matched) for x in first] == [(x.record.id, x.score, x.how, x.matched)
+                                                                         for x in again]
+    m.match([log + "\nmore"], question="why did my run die?")
+    assert len(calls) == 2
+    # an error only the question carries is found with the cached logs' half
+    question = "ValueError: too many values to unpack (expected 2)"
+    with_q = m.match([log], question=question, k=10)
+    m._SEEN.clear()
+    fresh = m.match([log], question=question, k=10)
+    assert [(x.record.id, x.how) for x in with_q] == [(x.record.id, x.how) for x in fresh]

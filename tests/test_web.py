@@ -155,6 +155,44 @@ def test_closing_a_session_deletes_its_folder(tmp_path: Path) -> None:
     assert not (tmp_path / "up").exists()
 
 
+def test_two_sessions_sending_the_same_file_at_once_both_get_it(tmp_path: Path, monkeypatch) -> None:
+    """Gradio keeps identical uploads at one path (its folder is the content's hash): the session that
+    copies it first deletes it, and the other, at the same moment or just after, still gets the bytes."""
+    from rlmedic.ui.web import Sessions, WebSettings, save_uploads
+
+    cache = tmp_path / "gradio"
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(cache))
+    sessions = Sessions(WebSettings(offline=True, uploads_root=tmp_path / "up"))
+    body = LOG.read_bytes()
+    for round_ in range(5):
+        shared = cache / f"hash{round_}" / "rank2.log"  # one path, as Gradio gives both sessions
+        shared.parent.mkdir(parents=True)
+        shared.write_bytes(body)
+        got: dict[str, object] = {}
+        start = threading.Barrier(2)
+
+        def send(key: str, src: Path = shared) -> None:
+            start.wait()
+            try:
+                got[key] = save_uploads(sessions.get(key), [str(src)], 10**7)
+            except Exception as exc:  # noqa: BLE001 - the assertion below names it
+                got[key] = exc
+
+        threads = [threading.Thread(target=send, args=(f"s{round_}-{k}",)) for k in "ab"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for key, value in got.items():
+            assert isinstance(value, list), f"{key}: {value!r}"
+            assert value[0].read_bytes() == body
+        assert not shared.parent.exists()  # and Gradio's copy is gone
+    # a third session sending that path later still gets it while a session holds the copy
+    late = save_uploads(sessions.get("late"), [str(cache / "hash0" / "rank2.log")], 10**7)
+    assert late[0].read_bytes() == body
+    sessions.close_all()
+
+
 @pytest.mark.browser
 def test_the_page_in_a_headless_browser(web, tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright

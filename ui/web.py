@@ -121,27 +121,68 @@ def save_uploads(session: Session, files: list[Any], cap_bytes: int) -> list[Pat
     used = session.used_bytes()
     for item in files or []:
         src = Path(item if isinstance(item, str) else (item.get("path") if isinstance(item, dict) else item.name))
-        size = src.stat().st_size
-        if size > cap_bytes:
-            raise UserError(f"{src.name}: {size / 1e6:.1f} MB is over the upload cap of {cap_bytes / 1e6:.0f} MB")
-        if used + size > 4 * cap_bytes:
-            raise UserError(f"this session's uploads would pass {4 * cap_bytes / 1e6:.0f} MB: start a new session")
-        name = src.name.replace(os.sep, "_") or "upload"
-        dst = session.folder / name
-        n = 1
-        while dst.exists():
-            dst = session.folder / f"{dst.stem}-{n}{dst.suffix}"
-            n += 1
-        shutil.copyfile(src, dst)
-        _drop_gradio_copy(src)
+        with _taking(src) as source:
+            size = source.stat().st_size
+            if size > cap_bytes:
+                raise UserError(f"{src.name}: {size / 1e6:.1f} MB is over the upload cap of {cap_bytes / 1e6:.0f} MB")
+            if used + size > 4 * cap_bytes:
+                raise UserError(f"this session's uploads would pass {4 * cap_bytes / 1e6:.0f} MB: start a new session")
+            name = src.name.replace(os.sep, "_") or "upload"
+            dst = session.folder / name
+            n = 1
+            while dst.exists():
+                dst = session.folder / f"{dst.stem}-{n}{dst.suffix}"
+                n += 1
+            shutil.copyfile(source, dst)
+            _drop_gradio_copy(src, dst)
         used += size
         saved.append(dst)
     return saved
 
 
-def _drop_gradio_copy(src: Path) -> None:
+#: Gradio keeps an upload in a folder named by its content's hash, so two sessions that upload the
+#: same file at once get the same path. Taking one is done under this lock; a path already dropped
+#: is read from the session copy it was moved to (same bytes), kept here while that copy exists.
+_TAKE_LOCK = threading.Lock()
+_MOVED: dict[Path, Path] = {}
+_MOVED_MAX = 256
+
+
+class _taking:
+    """``with _taking(src) as source``: the file to copy an upload from, the other sessions' drops held off."""
+
+    def __init__(self, src: Path) -> None:
+        self.src = src
+
+    def __enter__(self) -> Path:
+        _TAKE_LOCK.acquire()
+        try:
+            if self.src.exists():
+                return self.src
+            moved = _MOVED.get(_resolved(self.src))
+            if moved is not None and moved.is_file():
+                return moved  # another session took Gradio's copy first: the bytes are the same
+            raise UserError(f"{self.src.name}: the upload is gone from the server: upload it again")
+        except BaseException:
+            _TAKE_LOCK.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        _TAKE_LOCK.release()
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except OSError:
+        return path
+
+
+def _drop_gradio_copy(src: Path, moved_to: Path | None = None) -> None:
     """Delete Gradio's own copy of an upload (in its cache folder) once the session has its copy:
-    an uploaded log must live in one place, the session folder that is deleted with the session."""
+    an uploaded log must live in one place, the session folder that is deleted with the session.
+    Called under :data:`_TAKE_LOCK`; ``moved_to`` (the session's copy) serves a session that sent
+    the same file at the same time and comes second."""
     cache = os.environ.get("GRADIO_TEMP_DIR")
     if not cache:
         return
@@ -149,6 +190,12 @@ def _drop_gradio_copy(src: Path) -> None:
         resolved, root = src.resolve(), Path(cache).resolve()
         if resolved.is_relative_to(root) and resolved != root:
             resolved.unlink(missing_ok=True)
+            if moved_to is not None:
+                for gone in [k for k, v in _MOVED.items() if not v.is_file()]:
+                    del _MOVED[gone]
+                if len(_MOVED) >= _MOVED_MAX:
+                    del _MOVED[next(iter(_MOVED))]
+                _MOVED[resolved] = moved_to
             if resolved.parent != root:
                 resolved.parent.rmdir()  # Gradio keeps each upload in a folder of its own
     except OSError:

@@ -24,8 +24,9 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from collections import Counter
-from collections.abc import Iterable, Sequence
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -388,6 +389,84 @@ class _Lines:
         return not (_IDENT(key[0]) and _IDENT(before)) and not (_IDENT(key[-1]) and _IDENT(after))
 
 
+@dataclass
+class _Seen:
+    """What the logs alone give the matcher (no question): the line each error string is found on,
+    each record's first regex hit as (pattern number, line, generic), the exception lines, the
+    error lines, the versions and the frameworks. Small: the logs themselves are not kept."""
+
+    lines: dict[str, str]
+    regex: dict[str, tuple[int, str, bool]]
+    exceptions: list[tuple[str, str, str]]
+    error_lines: list[str]
+    versions: dict[str, str]
+    frameworks: set[str]
+
+
+#: Logs seen lately, by content digest: a follow-up question on the same upload (the web app, a Slack
+#: thread, the agent calling the matcher again) reuses their half of the work (~3 s for 5 MB).
+SEEN_ENTRIES = 64
+_SEEN: OrderedDict[tuple[int, str], tuple[_Index, _Seen]] = OrderedDict()
+_SEEN_LOCK = threading.Lock()
+
+
+def _prepared(idx: _Index, texts: Sequence[str]) -> _Seen:
+    """The logs' half of :func:`match`, from the cache when the same texts were matched lately."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=20)
+    for text in texts:
+        h.update(b"\0%d\0" % len(text))
+        h.update(text.encode("utf-8", "surrogatepass"))
+    key = (id(idx), h.hexdigest())
+    with _SEEN_LOCK:
+        hit = _SEEN.get(key)
+        if hit is not None and hit[0] is idx:
+            _SEEN.move_to_end(key)
+            return hit[1]
+    seen = _see(idx, texts)  # outside the lock: two sessions never wait on each other's logs
+    with _SEEN_LOCK:
+        _SEEN[key] = (idx, seen)
+        while len(_SEEN) > SEEN_ENTRIES:
+            _SEEN.popitem(last=False)
+    return seen
+
+
+def _see(idx: _Index, texts: Sequence[str]) -> _Seen:
+    from rlmedic.knowledge.threads import error_lines
+    from rlmedic.versions import read_versions
+
+    lines = _Lines(texts)
+    found: dict[str, str] = {}
+    for key, _ in idx.errors:
+        if key not in found:
+            line = lines.find(key)
+            if line is not None:
+                found[key] = line
+    views = [_regex_view(t) for t in texts]  # head, tail and hinted lines of a big log
+    lowered = [t.lower() for t in views]
+    regex: dict[str, tuple[int, str, bool]] = {}
+    for record in idx.records:
+        for n, (literal, ignore) in enumerate(idx.literals[record.id]):
+            if len(literal) >= 4 and not any(literal in t for t in (lowered if ignore else views)):
+                continue  # its required text is absent: it cannot match (and is never compiled)
+            pattern = record.compiled[n]
+            m = next((m for t in views if (m := pattern.search(t))), None)
+            if m is not None:
+                regex[record.id] = (n, _line_at(m), _generic_hit(m))
+                break
+    return _Seen(lines=found, regex=regex, exceptions=_exceptions(views)[::-1],  # the last 20, in order
+                 error_lines=list(dict.fromkeys(line for t in views for line in error_lines(t))),
+                 versions=read_versions(*views), frameworks=set(detect_frameworks(*texts)))
+
+
+def _generic_hit(m: re.Match[str]) -> bool:
+    """Whether what a regex found is only a message many bugs print (a plain CUDA OOM)."""
+    from rlmedic.knowledge.threads import normalize_error
+
+    return is_generic(normalize_error(m.group(0)[:2000]))
+
+
 def detect_frameworks(*texts: str) -> tuple[str, ...]:
     """Frameworks named in the texts (``sglang``, ``verl``...), by whole word."""
     low = "\n".join(t[-200_000:] for t in texts if t).lower()
@@ -415,11 +494,11 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     texts = [t for t in texts if t]
     pack = load() if pack is None else pack
     idx = _index(pack)
-    lines = _Lines([*texts, question])
-    views = [_regex_view(t) for t in texts]  # head, tail and hinted lines of a big log
+    seen = _prepared(idx, texts)  # what the logs alone give: computed once per content, then reused
+    asked = _Lines([question])
     if versions is None:
-        versions = read_versions(question, *views)
-    wanted = set(frameworks) | set(detect_frameworks(question, *texts))
+        versions = {**seen.versions, **read_versions(question)}  # the question's own versions first
+    wanted = set(frameworks) | seen.frameworks | set(detect_frameworks(question))
     found: dict[str, KnownMatch] = {}
 
     def offer(record: Record, how: str, line: str, score: float) -> None:
@@ -431,7 +510,7 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     hits: dict[str, int] = {}
     on_line: dict[str, set[str]] = {}
     for key, i in idx.errors:
-        line = lines.find(key)
+        line = seen.lines.get(key) or asked.find(key)  # the logs' lines come before the question's
         if line is None:
             continue
         literal = idx.literal.get((key, i))
@@ -454,28 +533,29 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
         if m.how == "exact":
             m.shared = max(m.shared, len(on_line.get(m.matched, ())))
     # 2. regexes (raw text: a pattern may span lines), over the parts of a log that can hold a failure
-    from rlmedic.knowledge.threads import normalize_error
-
-    bounded = views + [question[-MAX_REGEX_CHARS:]]
-    lowered = [t.lower() for t in bounded]
+    q_text = question[-MAX_REGEX_CHARS:]
+    q_low = q_text.lower()
     for record in idx.records:
         if record.id in found:
             continue
-        for n, (literal, ignore) in enumerate(idx.literals[record.id]):
-            if len(literal) >= 4 and not any(literal in t for t in (lowered if ignore else bounded)):
-                continue  # its required text is absent: it cannot match (and is never compiled)
-            pattern = record.compiled[n]
-            m = next((m for t in bounded if (m := pattern.search(t))), None)
-            if m is not None:
-                offer(record, "regex", _line_at(m), BASE["regex"])
-                hit = found.get(record.id)
-                if hit is not None and hit.how == "regex" and is_generic(normalize_error(m.group(0)[:2000])):
-                    # what the pattern found is only a message many bugs print (a plain CUDA OOM): it
-                    # ranks like a shared string and never leads
-                    hit.shared = GENERIC_SHARED
+        hit = seen.regex.get(record.id)  # (pattern number, line, generic) in the logs' views
+        upto = hit[0] if hit is not None else len(idx.literals[record.id])
+        for n, (literal, ignore) in enumerate(idx.literals[record.id][:upto]):
+            if len(literal) >= 4 and literal not in (q_low if ignore else q_text):
+                continue
+            m = record.compiled[n].search(q_text)
+            if m is not None:  # an earlier pattern of the record matches the question
+                hit = (n, _line_at(m), _generic_hit(m))
                 break
+        if hit is not None:
+            offer(record, "regex", hit[1], BASE["regex"])
+            got = found.get(record.id)
+            if got is not None and got.how == "regex" and hit[2]:
+                # what the pattern found is only a message many bugs print (a plain CUDA OOM): it
+                # ranks like a shared string and never leads
+                got.shared = GENERIC_SHARED
     # 3. exception type + message words: most of the message's words must be the record's too
-    for exc, message, line in _exceptions(bounded):
+    for exc, message, line in [*seen.exceptions, *_exceptions([q_text])[::-1]][::-1][:20]:
         msg_words = set(_words(message))
         for i in idx.exceptions.get(_short_exc(exc), ()):
             record = idx.records[i]
@@ -495,7 +575,7 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     from rlmedic.knowledge.threads import error_lines
 
     # the error lines first (a search query is cut), then the question's words
-    errors = list(dict.fromkeys(line for t in (*views, question) for line in error_lines(t)))
+    errors = list(dict.fromkeys([*seen.error_lines, *error_lines(question)]))
     query = "\n".join([*errors, question])
     sims = idx.similarity(query)
     best_line = errors[0] if errors else " ".join(question.split())[:200]
@@ -507,7 +587,7 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
             found[record.id].score += SIM_WEIGHT * sim
     if kb is not None:
         _from_index(kb, query, pack, found, offer)
-        _from_threads(kb, query, found, lines)
+        _from_threads(kb, query, found, functools.lru_cache(maxsize=1)(lambda: _Lines([*texts, question])))
     from rlmedic.redact import redact
 
     out = []
@@ -614,8 +694,9 @@ def _from_index(kb: Any, query: str, pack: Pack, found: dict[str, KnownMatch], o
             offer(record, "similar", "", bonus)
 
 
-def _from_threads(kb: Any, query: str, found: dict[str, KnownMatch], lines: _Lines) -> None:
-    """Synced issue threads as records: an error-line match counts as ``exact``."""
+def _from_threads(kb: Any, query: str, found: dict[str, KnownMatch], lines: Callable[[], _Lines]) -> None:
+    """Synced issue threads as records: an error-line match counts as ``exact``. ``lines`` builds the
+    user's lines on demand (only a thread with an error line needs them)."""
     try:
         if not kb.has_issues() or not query.strip():
             return
@@ -635,7 +716,7 @@ def _from_threads(kb: Any, query: str, found: dict[str, KnownMatch], lines: _Lin
         else:
             score = SIM_WEIGHT * 0.5 / (rank + 1)
             how = "similar"
-        line = (lines.find(hit.matched_error) or hit.matched_error) if hit.matched_error else ""
+        line = (lines().find(hit.matched_error) or hit.matched_error) if hit.matched_error else ""
         found.setdefault(record.id, KnownMatch(record=record, score=score, how=how, matched=line[:400]))
 
 
