@@ -38,19 +38,33 @@ SUBJECTS = ("logs", "config", "gpus", "checkpoints")
 # ---------------------------------------------------------------------- frameworks
 
 
+#: verl's Hydra config roots (``actor_rollout_ref.rollout.n=8``, ``trainer.nnodes=2``); a dotted key under
+#: one of them is verl's, not AReaL's (whose ``actor.``/``rollout.`` would match inside it).
+_VERL_KEY = re.compile(
+    r"\b(?:actor_rollout_ref|critic|trainer|reward_model|custom_reward_function|algorithm)(?:\.[a-z_][a-z0-9_]*)+"
+    r"|\bdata\.(?:train_batch_size|max_prompt_length|max_response_length|train_files|val_files"
+    r"|filter_overlong_prompts|truncation|reward_fn_key|prompt_key)\b"
+    r"|\bverl\.trainer\.main_ppo\b")
+_AREAL_KEY = re.compile(r"\b(?:actor|rollout|gconfig|saver|recover|cluster|sglang|train_dataset)\.[a-z_]+")
+_SLIME_FLAG = re.compile(r"(?<![\w-])--[a-z]+(?:-[a-z]+)+")
+
+
 def detect_framework(text: str) -> str:
-    """``areal`` or ``slime`` when the text names one (and not the other), else by its keys: dotted
-    AReaL config keys against slime/Megatron ``--flags`` (the more frequent wins), else ``""``."""
+    """``areal``, ``slime`` or ``verl`` when the text names one (and no other), else by its keys: verl's
+    Hydra keys (``actor_rollout_ref.*``, ``trainer.*``, ...), dotted AReaL keys and slime/Megatron ``--flags``
+    (the most frequent wins), else ``""``."""
     low = text.lower()
-    named = {fw for fw in ("areal", "slime") if fw in low}
+    named = {fw for fw in ("areal", "slime") if fw in low} | ({"verl"} if re.search(r"\bverl\b", low) else set())
     if len(named) == 1:
         return named.pop()
-    areal = len(re.findall(r"\b(?:actor|rollout|gconfig|saver|recover|cluster|sglang|train_dataset)\.[a-z_]+", low))
-    slime = len(re.findall(r"(?<![\w-])--[a-z]+(?:-[a-z]+)+", low)) + (2 if "megatron" in low and not areal else 0)
-    if areal > slime:
-        return "areal"
-    if slime > areal:
-        return "slime"
+    verl = len(_VERL_KEY.findall(low))
+    rest = _VERL_KEY.sub(" ", low)  # AReaL's actor./rollout. must not count inside a verl key
+    areal = len(_AREAL_KEY.findall(rest))
+    slime = len(_SLIME_FLAG.findall(rest)) + (2 if "megatron" in low and not areal and not verl else 0)
+    counts = {"areal": areal, "slime": slime, "verl": verl}
+    best = max(counts, key=counts.__getitem__)
+    if counts[best] and sum(n == counts[best] for n in counts.values()) == 1:
+        return best
     return ""
 
 
@@ -59,22 +73,24 @@ def framework_in_play(question: str, evidence: Sequence[Evidence]) -> str:
     named = detect_framework(question)
     if named:
         return named
-    seen = [fw for e in evidence for fw in e.frameworks if fw in ("areal", "slime")]
+    seen = [fw for e in evidence for fw in e.frameworks if fw in ("areal", "slime", "verl")]
     return max(set(seen), key=seen.count) if seen else ""
 
 
 def fits(fix: Fix, framework: str) -> bool:
     """Whether ``fix`` applies to ``framework`` (untagged fixes apply everywhere; flags are slime's,
-    dotted keys AReaL's)."""
+    keys under verl's config roots verl's, other dotted keys AReaL's)."""
     if not framework:
         return True
     if fix.framework:
         return fix.framework in (framework, "generic")
     key = fix.key.strip()
-    if framework == "areal" and key.startswith("--"):
-        return False
-    if framework == "slime" and key and not key.startswith("--") and "." in key:
-        return False
+    if not key:
+        return True
+    if key.startswith("--"):
+        return framework == "slime"
+    if "." in key:
+        return framework == ("verl" if _VERL_KEY.match(key.lower()) else "areal")
     return True
 
 

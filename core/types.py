@@ -34,7 +34,7 @@ CATEGORIES: tuple[str, ...] = (
 
 Severity = Literal["critical", "error", "warning", "info"]
 SEVERITIES: tuple[str, ...] = ("critical", "error", "warning", "info")
-FRAMEWORKS: tuple[str, ...] = ("areal", "slime", "sglang", "generic")
+FRAMEWORKS: tuple[str, ...] = ("areal", "slime", "verl", "sglang", "generic")
 
 
 def severity_rank(severity: str) -> int:

@@ -19,6 +19,8 @@ from rlmedic.types import CATEGORIES, FRAMEWORKS
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = Path(__file__).resolve().parent / "data" / "retrieval_questions.yaml"
+#: verl cards are written from verl's docs, not the seeds; their questions live here (tests/test_verl.py).
+VERL_QUESTIONS = Path(__file__).resolve().parent / "data" / "verl_questions.yaml"
 
 #: Ids referenced from log signatures, config rules and the question set. Do not rename.
 REQUIRED_IDS = {
@@ -193,6 +195,7 @@ def test_every_seed_and_seed_card_has_a_question(shared):
     seeds = {p.name for p in _seeds_dir(shared).glob("0*.txt")}
     assert seeds <= {q["seed"] for q in questions}, "every seed file needs questions"
     asked = {q["card"] for q in questions}
+    asked |= {q["card"] for q in yaml.safe_load(VERL_QUESTIONS.read_text(encoding="utf-8"))}
     missing = sorted(c.id for c in builtin_cards() if c.id not in asked and c.id not in NOT_FROM_SEEDS)
     assert not missing, f"seed-derived cards without a retrieval question: {missing}"
 
@@ -283,8 +286,8 @@ def test_loader_rejects_unknown_category(tmp_path):
 
 
 def test_loader_rejects_unknown_framework(tmp_path):
-    bad = _write(tmp_path, "bad.yaml", GOOD_CARD.format(id="bad").replace("[areal]", "[verl]"))
-    _expect_error(tmp_path, bad, "verl")
+    bad = _write(tmp_path, "bad.yaml", GOOD_CARD.format(id="bad").replace("[areal]", "[openrlhf]"))
+    _expect_error(tmp_path, bad, "openrlhf")
 
 
 def test_loader_rejects_duplicate_id(tmp_path):
