@@ -216,7 +216,7 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
         exact = {str(f) for e in evidence if e.diff for f in e.fixes}
         mine = [f for f in answer.fixes if str(f) in exact]
         shown = exact | {str(f) for f in first[0].fixes}
-        answer.fixes = mine + [f for f in first[0].fixes if str(f) not in exact] + \
+        answer.fixes = mine + [f for f in first[0].fixes if str(f) not in exact and fits(f, framework)] + \
             [f for f in answer.fixes if str(f) not in shown]
         if first[0].how in ("exact", "regex"):
             answer.category = first[0].record.category
@@ -396,19 +396,31 @@ def _cards(topic: str, answer: Answer, kb: Any, framework: str, ruled_out: set[s
     out: list[tuple[Any, float]] = []
     for card_id in answer.cards[:1]:
         card = card_by_id(card_id)
-        if card and card.category not in ruled_out:
+        if card and card.category not in ruled_out and _card_fits(card, framework):
             out.append((card, 1.0))
+    search = (lambda: kb.search(topic, k + 4, kind="card")) if kb is not None else (lambda: [])
     if out:
+        named = out[0][0]
+        if framework and framework not in named.frameworks:
+            hits = search()
+            # a generic root card: the same problem's card for the framework in play leads (its keys), the generic follows
+            own = [c for c in (card_by_id(h.card_id) for h in hits)
+                   if c is not None and framework in c.frameworks and c.category == named.category]
+            out = [(own[0], 1.0), *out] if own else out
         return out
-    hits = kb.search(topic, k + 4, kind="card") if kb is not None else []
-    for hit in hits:
+    for hit in search():
         card = card_by_id(hit.card_id)
         if card is None or card.category in ruled_out:
             continue
-        if framework and card.frameworks and framework not in card.frameworks and "generic" not in card.frameworks:
+        if not _card_fits(card, framework):
             continue
         out.append((card, hit.score))
     return out[:k]
+
+
+def _card_fits(card: Any, framework: str) -> bool:
+    """A card written for other frameworks only (AReaL keys for a verl run) is left for a search instead."""
+    return not framework or not card.frameworks or framework in card.frameworks or "generic" in card.frameworks
 
 
 def _leading_documents(question: str, kb: Any) -> list[Any]:
