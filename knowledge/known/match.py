@@ -68,7 +68,7 @@ MIN_SCORE = 0.12
 MIN_SUBSTRING = 16
 #: Text scanned per input: the tail of a huge log holds the failure.
 MAX_TEXT_CHARS = 4_000_000
-MAX_REGEX_CHARS = 1_000_000
+MAX_REGEX_CHARS = 400_000
 HOWS = ("exact", "regex", "exception", "similar")
 
 _EXC_LINE = re.compile(r"(?m)^[^\S\n]*(?:[\w.]+:\s+)?((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure))"
@@ -436,14 +436,15 @@ def _see(idx: _Index, texts: Sequence[str]) -> _Seen:
     from rlmedic.knowledge.threads import error_lines
     from rlmedic.versions import read_versions
 
-    lines = _Lines(texts)
+    # a big log is read through its view (head, tail, hinted lines, repeated warnings folded); a small one whole
+    views = [_regex_view(t) for t in texts]
+    lines = _Lines(views)
     found: dict[str, str] = {}
     for key, _ in idx.errors:
         if key not in found:
             line = lines.find(key)
             if line is not None:
                 found[key] = line
-    views = [_regex_view(t) for t in texts]  # head, tail and hinted lines of a big log
     lowered = [t.lower() for t in views]
     regex: dict[str, tuple[int, str, bool]] = {}
     for record in idx.records:
@@ -612,6 +613,9 @@ HINT_WORDS = (
     "deprecated", "version", "unhealthy", "deadlock", "invalid", "illegal", "exit code",
 )
 VIEW_CONTEXT = 3
+#: Hinted lines of one shape (numbers folded) kept with their context.
+VIEW_SAME_SHAPE = 2
+_DIGITS = re.compile(r"\d+")
 VIEW_HEAD = 200
 VIEW_TAIL = 400
 
@@ -633,9 +637,17 @@ def _regex_view(text: str) -> str:
             hinted.add(line)
             # skip to the next line: one hit per line is enough
             at = low.find(word, newlines[line] + 1) if line < len(newlines) else -1
-    for i in hinted:
-        keep.update(range(max(0, i - VIEW_CONTEXT), min(n, i + VIEW_CONTEXT + 1)))
     lines = text.split("\n")
+    # a warning printed every step is one line to a regex: a hinted line whose shape (numbers folded) was
+    # already kept twice adds nothing (a warning-dense log would otherwise hand every regex megabytes)
+    shapes: dict[str, int] = {}
+    for i in sorted(hinted, reverse=True):  # the newest first: the end of a log holds the failure
+        if i >= n:
+            continue
+        shape = _DIGITS.sub("#", lines[i][-300:])
+        shapes[shape] = shapes.get(shape, 0) + 1
+        if shapes[shape] <= VIEW_SAME_SHAPE:
+            keep.update(range(max(0, i - VIEW_CONTEXT), min(n, i + VIEW_CONTEXT + 1)))
     view, last = [], -2
     for i in sorted(keep):
         if i != last + 1:
