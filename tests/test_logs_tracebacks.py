@@ -33,6 +33,7 @@ CASES = {
     "ray-resources-unavailable.log": ("ray-resources-unavailable", "ray_scheduling", "cluster-resources-placement"),
     "inference-engine-launch-failed.log": ("inference-engine-launch-failed", "sglang_crash", "inference-engine-launch-failure"),
     "weight-name-mismatch.log": ("weight-name-mismatch", "weight_sync", "weight-name-mismatch"),
+    "settings-disagree.log": ("settings-disagree", "config_constraint", "config-validation-error"),
 }
 
 
