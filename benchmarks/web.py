@@ -57,15 +57,64 @@ def _upload(upload_mb: int) -> Path:
 
 
 def _own_copy(upload: Path, i: int) -> Path:
-    """Session ``i``'s own log: the same run with one line of its own (each user uploads a different file)."""
+    """Session ``i``'s own log: the same run with a first and a last line of its own (each user uploads a
+    different file: no cache keyed by content, of the whole file or of its head, is shared between sessions)."""
     if upload == LOG:
         return LOG
     own = upload.parent / f"s{i}" / upload.name
+    if own.exists():
+        return own
     own.parent.mkdir(exist_ok=True)
-    shutil.copyfile(upload, own)
-    with open(own, "a") as fh:
+    with open(own, "w") as fh, open(upload) as src:
+        fh.write(f"[2025-11-22 09:59:59] session {i} log starts here\n")
+        shutil.copyfileobj(src, fh)
         fh.write(f"[2025-11-22 23:59:59] session {i} log ends here\n")
     return own
+
+
+def _summary(latencies: list[float]) -> tuple[float, float, float]:
+    lat = sorted(latencies)
+    if not lat:
+        return float("nan"), float("nan"), float("nan")
+    return statistics.median(lat), lat[min(len(lat) - 1, int(0.95 * len(lat)))], lat[-1]
+
+
+def in_process(sessions: int, questions: int, upload: Path, home: str) -> tuple[list[float], list[float], float]:
+    """The anchor: the same sessions, uploads and questions through the web app's own session store
+    (``Sessions``, ``save_uploads``, the conversation's ``ask``) in this process, same threads, no Gradio.
+    Returns (first-question latencies, follow-up latencies, wall)."""
+    os.environ["RLMEDIC_HOME"] = home
+    from rlmedic.ui.web import Sessions, WebSettings, save_uploads
+
+    store = Sessions(WebSettings(offline=True))
+    for _ in store.get("warm").conversation.ask(QUESTIONS[0]):  # the knowledge base loads once, as in the server
+        pass
+    firsts: list[float] = []
+    follow: list[float] = []
+    lock = threading.Lock()
+
+    def user(i: int) -> None:
+        mine = _own_copy(upload, i)
+        session = store.get(f"user-{i}")
+        for q in range(questions):
+            started = time.monotonic()
+            with session.lock:
+                if q == 0:
+                    session.conversation.attach(*save_uploads(session, [str(mine)], 200 << 20))
+                for _ in session.conversation.ask(QUESTIONS[q % len(QUESTIONS)]):
+                    pass
+            with lock:
+                (firsts if q == 0 else follow).append(time.monotonic() - started)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=user, args=(i,)) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - started
+    store.close_all()
+    return firsts, follow, wall
 
 
 def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
@@ -73,8 +122,12 @@ def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
 
     upload = _upload(upload_mb)
 
+    for i in range(sessions):  # written before the clock starts, in both runs
+        _own_copy(upload, i)
     port = _free_port()
-    env = {**os.environ, "RLMEDIC_HOME": tempfile.mkdtemp(prefix="rlmedic-bench-"), "GRADIO_ANALYTICS_ENABLED": "False"}
+    home = tempfile.mkdtemp(prefix="rlmedic-bench-")
+    env = {**os.environ, "RLMEDIC_HOME": home, "GRADIO_ANALYTICS_ENABLED": "False"}
+    launched = time.monotonic()
     server = subprocess.Popen([sys.executable, "-m", "rlmedic", "web", "--offline", "--port", str(port)], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}/"
@@ -88,9 +141,12 @@ def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
                 time.sleep(0.3)
         # warm the knowledge base once, as a long-lived server is
         Client(url, verbose=False).predict({"text": QUESTIONS[0], "files": []}, [], api_name="/chat")
+        startup = time.monotonic() - launched
         latencies: list[float] = []
+        firsts: list[float] = []
         errors: list[str] = []
-        peak = [_rss_mb(server.pid)]
+        base_rss = _rss_mb(server.pid)
+        peak = [base_rss]
         lock = threading.Lock()
 
         def user(i: int) -> None:
@@ -107,7 +163,7 @@ def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
                 try:
                     client.predict({"text": QUESTIONS[q % len(QUESTIONS)], "files": files}, [], api_name="/chat")
                     with lock:
-                        latencies.append(time.monotonic() - started)
+                        (firsts if q == 0 else latencies).append(time.monotonic() - started)
                 except Exception as exc:  # noqa: BLE001
                     with lock:
                         errors.append(str(exc)[:120])
@@ -128,19 +184,31 @@ def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
             t.join()
         stop.set()
         wall = time.monotonic() - started
-        lat = sorted(latencies)
-        p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))] if lat else float("nan")
+        rss_after = _rss_mb(server.pid)
         size = f"{upload.stat().st_size / 2**20:.1f} MiB"
-        print(f"web load: {sessions} sessions x {questions} questions (1 upload of {size} each, follow-ups without), "
-              f"offline engine, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
-        print(f"  answers {len(lat)}, errors {len(errors)}, wall {wall:.1f} s, throughput {len(lat) / wall:.2f} answers/s")
-        print(f"  latency p50 {statistics.median(lat):.2f} s, p95 {p95:.2f} s, max {lat[-1]:.2f} s" if lat else "  no answers")
-        print(f"  server peak RSS {peak[0]:.0f} MB")
+        print(f"web load: {sessions} sessions x {questions} questions (1 upload of {size} each, a different file per "
+              f"session, follow-ups without), offline engine, {os.cpu_count()} cores, "
+              f"load average {os.getloadavg()[0]:.1f} at the end")
+        answers = len(firsts) + len(latencies)
+        print(f"  server start-up to the first answer {startup:.1f} s (index built on first use, then kept)")
+        print(f"  answers {answers}, errors {len(errors)}, wall {wall:.1f} s, throughput {answers / wall:.2f} answers/s")
+        for label, lat in (("all", firsts + latencies), ("with the upload", firsts), ("follow-ups", latencies)):
+            p50, p95, top = _summary(lat)
+            print(f"  latency {label:16s} p50 {p50:.2f} s, p95 {p95:.2f} s, max {top:.2f} s ({len(lat)})")
+        print(f"  server RSS before the load {base_rss:.0f} MB, peak {peak[0]:.0f} MB, after {rss_after:.0f} MB")
         for e in errors[:5]:
             print(f"  error: {e}")
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+    a_first, a_follow, a_wall = in_process(sessions, questions, upload, home)
+    print(f"anchor, the same sessions in-process without Gradio (same threads, same files, this run): wall {a_wall:.1f} s")
+    for label, lat in (("all", a_first + a_follow), ("with the upload", a_first), ("follow-ups", a_follow)):
+        p50, p95, top = _summary(lat)
+        print(f"  latency {label:16s} p50 {p50:.2f} s, p95 {p95:.2f} s, max {top:.2f} s ({len(lat)})")
+    _, web_p95, _ = _summary(firsts + latencies)
+    _, anchor_p95, _ = _summary(a_first + a_follow)
+    print(f"ratio web / anchor: wall {wall / a_wall:.2f}x, p95 {web_p95 / anchor_p95:.2f}x")
 
 
 def first_token(rounds: int = 10) -> None:

@@ -279,3 +279,26 @@ def test_a_follow_up_on_the_same_log_reuses_the_logs_half_and_answers_the_same(m
     m._SEEN.clear()
     fresh = m.match([log], question=question, k=10)
     assert [(x.record.id, x.how) for x in with_q] == [(x.record.id, x.how) for x in fresh]
+
+
+def test_a_big_log_matched_in_a_worker_process_gives_the_same_matches() -> None:
+    """The web server sends a new big log's regexes to a worker process (its event loop keeps the GIL):
+    the matches must be the ones the caller's own thread finds."""
+    import importlib
+
+    m = importlib.import_module("rlmedic.knowledge.known.match")
+    log = "\n".join(f"[step {i}] loss 0.{i} version {i}" for i in range(12000)) + (
+        "\nRuntimeError: NCCL error in: ProcessGroupNCCL.cpp, unhandled system error\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert len(log) >= m.POOL_MIN_CHARS
+    m._SEEN.clear()
+    here = m.match([log], question="why did my run die?", k=10)
+    m._SEEN.clear()
+    m.use_processes(1)
+    try:
+        there = m.match([log], question="why did my run die?", k=10)
+        assert m._POOL is not None and m._SEEN  # it ran (and is kept) through the pool
+    finally:
+        m.use_processes(0)
+    assert here and [(x.record.id, x.score, x.how, x.matched) for x in here] == [
+        (x.record.id, x.score, x.how, x.matched) for x in there]

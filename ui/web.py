@@ -24,6 +24,8 @@ from typing import Any
 from rlmedic.errors import UserError
 
 CHAT_API = "chat"
+#: Answers the server works on at once (more wait in Gradio's queue); each session answers one at a time.
+WEB_CONCURRENCY = 16
 GPU_API = "gpu"
 OFFLINE_NOTE = ("**Offline engine:** answers come from rlmedic's tools, playbook cards and docs (no LLM). "
                 "Start a model server (`rlmedic serve-model`) for the agent.")
@@ -425,8 +427,14 @@ def launch(settings: WebSettings, *, host: str = "127.0.0.1", port: int = 7860, 
     import signal
     import sys
 
+    from rlmedic.knowledge.known.match import use_processes
+
     demo, sessions = build_app(settings)
-    demo.queue(default_concurrency_limit=8)
+    # the known-issue regexes over a new big upload run in worker processes: in the server's own
+    # process they hold the GIL for seconds and its event loop (the other sessions' uploads) starves
+    use_processes(max(1, min(4, os.cpu_count() or 1)))
+    # answers mostly wait (on those workers, on a model server): a slow one must not hold the queue
+    demo.queue(default_concurrency_limit=WEB_CONCURRENCY)
     stop = threading.Event()
     previous: dict[int, Any] = {}
     if block:
@@ -453,4 +461,5 @@ def launch(settings: WebSettings, *, host: str = "127.0.0.1", port: int = 7860, 
             closer.join(timeout=3.0)
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            use_processes(0)
     return demo, sessions

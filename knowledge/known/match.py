@@ -410,8 +410,39 @@ _SEEN: OrderedDict[tuple[int, str], tuple[_Index, _Seen]] = OrderedDict()
 _SEEN_LOCK = threading.Lock()
 
 
-def _prepared(idx: _Index, texts: Sequence[str]) -> _Seen:
-    """The logs' half of :func:`match`, from the cache when the same texts were matched lately."""
+#: Worker processes for the logs' half of a big new log (a server: see :func:`use_processes`).
+_POOL: Any = None
+#: Texts shorter than this are matched in the caller's thread (sending them costs more than it saves).
+POOL_MIN_CHARS = 200_000
+
+
+def use_processes(workers: int) -> None:
+    """Match new big logs in ``workers`` worker processes (0: in the caller's thread again).
+
+    For a server (``rlmedic web``): the regexes over a 2 MB log hold the GIL for seconds, and in the
+    server's process that starves its event loop (uploads and queue requests of the other sessions
+    time out). In a worker the answering thread only waits. The workers load the same shipped pack.
+    """
+    global _POOL
+    old, _POOL = _POOL, None
+    if old is not None:
+        old.shutdown(wait=False, cancel_futures=True)
+    if workers > 0:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: forking a server with live threads can copy a held lock into the child
+        _POOL = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _see_shipped(texts: list[str]) -> _Seen:
+    """:func:`_see` with the shipped pack (in a worker process)."""
+    return _see(_index(load()), texts)
+
+
+def _prepared(idx: _Index, texts: Sequence[str], shipped: bool = False) -> _Seen:
+    """The logs' half of :func:`match`, from the cache when the same texts were matched lately;
+    ``shipped``: ``idx`` is the shipped pack's (a worker process may compute it)."""
     import hashlib
 
     h = hashlib.blake2b(digest_size=20)
@@ -424,7 +455,15 @@ def _prepared(idx: _Index, texts: Sequence[str]) -> _Seen:
         if hit is not None and hit[0] is idx:
             _SEEN.move_to_end(key)
             return hit[1]
-    seen = _see(idx, texts)  # outside the lock: two sessions never wait on each other's logs
+    seen = None
+    pool = _POOL
+    if shipped and pool is not None and sum(map(len, texts)) >= POOL_MIN_CHARS:
+        try:
+            seen = pool.submit(_see_shipped, list(texts)).result()
+        except Exception:  # noqa: BLE001 - a broken or closed pool: this thread does it
+            seen = None
+    if seen is None:
+        seen = _see(idx, texts)  # outside the lock: two sessions never wait on each other's logs
     with _SEEN_LOCK:
         _SEEN[key] = (idx, seen)
         while len(_SEEN) > SEEN_ENTRIES:
@@ -493,9 +532,10 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     if isinstance(texts, str):
         texts = [texts]
     texts = [t for t in texts if t]
+    shipped = pack is None
     pack = load() if pack is None else pack
     idx = _index(pack)
-    seen = _prepared(idx, texts)  # what the logs alone give: computed once per content, then reused
+    seen = _prepared(idx, texts, shipped)  # what the logs alone give: computed once per content, then reused
     asked = _Lines([question])
     if versions is None:
         versions = {**seen.versions, **read_versions(question)}  # the question's own versions first
