@@ -38,10 +38,18 @@ def _free_port() -> int:
 
 
 def _rss_mb(pid: int) -> float:
+    """RSS of the server and its worker processes together."""
     import psutil
 
     proc = psutil.Process(pid)
     return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 2**20
+
+
+def _own_rss_mb(pid: int) -> float:
+    """RSS of the server process alone (without its workers)."""
+    import psutil
+
+    return psutil.Process(pid).memory_info().rss / 2**20
 
 
 def _upload(upload_mb: int) -> Path:
@@ -117,12 +125,12 @@ def in_process(sessions: int, questions: int, upload: Path, home: str) -> tuple[
     return firsts, follow, wall
 
 
-def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
+def load(sessions: int, questions: int, upload_mb: int = 0, rounds: int = 1) -> None:
     from gradio_client import Client, handle_file
 
     upload = _upload(upload_mb)
 
-    for i in range(sessions):  # written before the clock starts, in both runs
+    for i in range(sessions * rounds + 1):  # written before the clock starts, in both runs
         _own_copy(upload, i)
     port = _free_port()
     home = tempfile.mkdtemp(prefix="rlmedic-bench-")
@@ -145,8 +153,10 @@ def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
         latencies: list[float] = []
         firsts: list[float] = []
         errors: list[str] = []
-        base_rss = _rss_mb(server.pid)
-        peak = [base_rss]
+        import psutil
+
+        base_rss, base_own = _rss_mb(server.pid), _own_rss_mb(server.pid)
+        peak = [base_rss, base_own]
         lock = threading.Lock()
 
         def user(i: int) -> None:
@@ -171,6 +181,7 @@ def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
         def watch_rss(stop: threading.Event) -> None:
             while not stop.is_set():
                 peak[0] = max(peak[0], _rss_mb(server.pid))
+                peak[1] = max(peak[1], _own_rss_mb(server.pid))
                 stop.wait(0.5)
 
         stop = threading.Event()
@@ -185,17 +196,42 @@ def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
         stop.set()
         wall = time.monotonic() - started
         rss_after = _rss_mb(server.pid)
+        own_after = _own_rss_mb(server.pid)
+        r1_firsts, r1_lat, r1_errors = list(firsts), list(latencies), list(errors)  # round 1: the figures below
+        again: list[float] = []
+        for r in range(1, rounds):  # more sessions with files of their own: is the RSS bounded?
+            more = [threading.Thread(target=user, args=(r * sessions + i,)) for i in range(sessions)]
+            for t in more:
+                t.start()
+            for t in more:
+                t.join()
+            again.append(_own_rss_mb(server.pid))
+        # one more session alone on the quiet server: what a follow-up on the same upload costs by itself
+        alone = Client(url, verbose=False)
+        quiet = []
+        for q in range(3):
+            files = [handle_file(str(_own_copy(upload, rounds * sessions)))] if q == 0 else []
+            t0 = time.monotonic()
+            alone.predict({"text": QUESTIONS[q], "files": files}, [], api_name="/chat")
+            quiet.append(time.monotonic() - t0)
         size = f"{upload.stat().st_size / 2**20:.1f} MiB"
         print(f"web load: {sessions} sessions x {questions} questions (1 upload of {size} each, a different file per "
               f"session, follow-ups without), offline engine, {os.cpu_count()} cores, "
               f"load average {os.getloadavg()[0]:.1f} at the end")
-        answers = len(firsts) + len(latencies)
+        answers = len(r1_firsts) + len(r1_lat)
         print(f"  server start-up to the first answer {startup:.1f} s (index built on first use, then kept)")
-        print(f"  answers {answers}, errors {len(errors)}, wall {wall:.1f} s, throughput {answers / wall:.2f} answers/s")
-        for label, lat in (("all", firsts + latencies), ("with the upload", firsts), ("follow-ups", latencies)):
+        print(f"  answers {answers}, errors {len(r1_errors)}, wall {wall:.1f} s, throughput {answers / wall:.2f} answers/s")
+        for label, lat in (("all", r1_firsts + r1_lat), ("with the upload", r1_firsts), ("follow-ups", r1_lat)):
             p50, p95, top = _summary(lat)
             print(f"  latency {label:16s} p50 {p50:.2f} s, p95 {p95:.2f} s, max {top:.2f} s ({len(lat)})")
-        print(f"  server RSS before the load {base_rss:.0f} MB, peak {peak[0]:.0f} MB, after {rss_after:.0f} MB")
+        print(f"  server RSS before the load {base_rss:.0f} MB, peak {peak[0]:.0f} MB, after {rss_after:.0f} MB "
+              f"(with its {len(psutil.Process(server.pid).children(recursive=True))} workers; the server process "
+              f"alone {base_own:.0f} -> peak {peak[1]:.0f} -> {own_after:.0f} MB)")
+        print(f"  one session alone afterwards: with the upload {quiet[0]:.2f} s, follow-ups "
+              + ", ".join(f"{x * 1000:.0f} ms" for x in quiet[1:]))
+        if again:
+            print(f"  server process alone after {len(again)} more round(s) of {sessions} new sessions (errors now "
+                  f"{len(errors)}): " + ", ".join(f"{x:.0f} MB" for x in again))
         for e in errors[:5]:
             print(f"  error: {e}")
     finally:
@@ -206,7 +242,7 @@ def load(sessions: int, questions: int, upload_mb: int = 0) -> None:
     for label, lat in (("all", a_first + a_follow), ("with the upload", a_first), ("follow-ups", a_follow)):
         p50, p95, top = _summary(lat)
         print(f"  latency {label:16s} p50 {p50:.2f} s, p95 {p95:.2f} s, max {top:.2f} s ({len(lat)})")
-    _, web_p95, _ = _summary(firsts + latencies)
+    _, web_p95, _ = _summary(r1_firsts + r1_lat)
     _, anchor_p95, _ = _summary(a_first + a_follow)
     print(f"ratio web / anchor: wall {wall / a_wall:.2f}x, p95 {web_p95 / anchor_p95:.2f}x")
 
@@ -252,6 +288,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--questions", type=int, default=5)
     parser.add_argument("--skip-load", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of new sessions on the same server (>1: is its RSS bounded?)")
     parser.add_argument("--upload-mb", type=int, default=0, help="upload a generated log of this size (0: a small fixture)")
     parser.add_argument("--skip-first-token", action="store_true")
     args = parser.parse_args()
@@ -260,7 +297,7 @@ def main() -> None:
     if not args.skip_first_token:
         first_token()
     if not args.skip_load:
-        load(args.sessions, args.questions, args.upload_mb)
+        load(args.sessions, args.questions, args.upload_mb, args.rounds)
 
 
 if __name__ == "__main__":
