@@ -143,9 +143,11 @@ def save_uploads(session: Session, files: list[Any], cap_bytes: int) -> list[Pat
 
 
 #: Gradio keeps an upload in a folder named by its content's hash, so two sessions that upload the
-#: same file at once get the same path. Taking one is done under this lock; a path already dropped
-#: is read from the session copy it was moved to (same bytes), kept here while that copy exists.
-_TAKE_LOCK = threading.Lock()
+#: same file at once get the same path. Taking one is done under that path's own lock (a big copy
+#: holds up only the sessions sending the same file); a path already dropped is read from the
+#: session copy it was moved to (same bytes), kept here while that copy exists.
+_TAKE_LOCK = threading.Lock()  # guards the two tables below, held only briefly
+_PATH_LOCKS: dict[Path, list[Any]] = {}  # path -> [its lock, how many callers use it]
 _MOVED: dict[Path, Path] = {}
 _MOVED_MAX = 256
 
@@ -155,22 +157,32 @@ class _taking:
 
     def __init__(self, src: Path) -> None:
         self.src = src
+        self.key = _resolved(src)
 
     def __enter__(self) -> Path:
-        _TAKE_LOCK.acquire()
+        with _TAKE_LOCK:
+            entry = _PATH_LOCKS.setdefault(self.key, [threading.Lock(), 0])
+            entry[1] += 1
+        entry[0].acquire()
         try:
             if self.src.exists():
                 return self.src
-            moved = _MOVED.get(_resolved(self.src))
+            with _TAKE_LOCK:
+                moved = _MOVED.get(self.key)
             if moved is not None and moved.is_file():
                 return moved  # another session took Gradio's copy first: the bytes are the same
             raise UserError(f"{self.src.name}: the upload is gone from the server: upload it again")
         except BaseException:
-            _TAKE_LOCK.release()
+            self.__exit__()
             raise
 
     def __exit__(self, *exc: object) -> None:
-        _TAKE_LOCK.release()
+        with _TAKE_LOCK:
+            entry = _PATH_LOCKS[self.key]
+            entry[0].release()
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _PATH_LOCKS[self.key]
 
 
 def _resolved(path: Path) -> Path:
@@ -183,8 +195,8 @@ def _resolved(path: Path) -> Path:
 def _drop_gradio_copy(src: Path, moved_to: Path | None = None) -> None:
     """Delete Gradio's own copy of an upload (in its cache folder) once the session has its copy:
     an uploaded log must live in one place, the session folder that is deleted with the session.
-    Called under :data:`_TAKE_LOCK`; ``moved_to`` (the session's copy) serves a session that sent
-    the same file at the same time and comes second."""
+    Called under the path's lock (:class:`_taking`); ``moved_to`` (the session's copy) serves a
+    session that sent the same file at the same time and comes second."""
     cache = os.environ.get("GRADIO_TEMP_DIR")
     if not cache:
         return
@@ -193,11 +205,12 @@ def _drop_gradio_copy(src: Path, moved_to: Path | None = None) -> None:
         if resolved.is_relative_to(root) and resolved != root:
             resolved.unlink(missing_ok=True)
             if moved_to is not None:
-                for gone in [k for k, v in _MOVED.items() if not v.is_file()]:
-                    del _MOVED[gone]
-                if len(_MOVED) >= _MOVED_MAX:
-                    del _MOVED[next(iter(_MOVED))]
-                _MOVED[resolved] = moved_to
+                with _TAKE_LOCK:
+                    for gone in [k for k, v in _MOVED.items() if not v.is_file()]:
+                        del _MOVED[gone]
+                    if len(_MOVED) >= _MOVED_MAX:
+                        del _MOVED[next(iter(_MOVED))]
+                    _MOVED[resolved] = moved_to
             if resolved.parent != root:
                 resolved.parent.rmdir()  # Gradio keeps each upload in a folder of its own
     except OSError:
