@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from rlmedic.agent.events import Event, ToolFinished, ToolStarted
+from rlmedic.confine import looks_binary
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".sh", ".bash")
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".jsonl")
@@ -165,11 +166,40 @@ def _changed_since(args: dict[str, Any], at: float) -> bool:
 
 
 def attachment_texts(attachments: Sequence[Path], ctx: Any, max_bytes: int = 2_000_000) -> list[str]:
-    """The text of attached logs (the first ``max_bytes`` of each, read through the confinement), for
-    matching known issues and reading versions; unreadable ones are skipped (the tools report them)."""
+    """The text of attached logs, for matching known issues and reading versions: a small log whole, a big
+    one as its head (banners, versions) and its tail (where the failure is), ``max_bytes`` in all, read
+    through the confinement; unreadable ones are skipped (the tools report them)."""
     out: list[str] = []
     if ctx is None:
         return out
+    for path in attachments:
+        try:
+            if path.is_dir() or classify(path, ctx.confinement.read_bytes(path, max_bytes=4096)) != "log":
+                continue
+            data = _head_and_tail(ctx, path, max_bytes)
+        except Exception:  # noqa: BLE001 - gzip, binary or unreadable: the diagnose tool reports it
+            continue
+        if not looks_binary(data):
+            out.append(data.decode("utf-8", errors="replace"))
+    return out
+
+
+#: Of a big log, this much of its start is read (the rest of the budget goes to its end).
+HEAD_BYTES = 256 * 1024
+
+
+def _head_and_tail(ctx: Any, path: Path, max_bytes: int) -> bytes:
+    import os
+
+    with ctx.confinement.open_binary(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= max_bytes:
+            return fh.read(max_bytes)
+        head = fh.read(min(HEAD_BYTES, max_bytes // 4))
+        fh.seek(size - (max_bytes - len(head)))
+        tail = fh.read(max_bytes - len(head))
+    cut_head = head[: head.rfind(b"\n") + 1] or head  # whole lines on both sides of the gap
+    return cut_head + b"...\n" + tail[tail.find(b"\n") + 1:]
     for path in attachments:
         try:
             if path.is_dir() or classify(path, ctx.confinement.read_bytes(path, max_bytes=4096)) != "log":

@@ -60,3 +60,20 @@ def test_a_bug_of_another_rl_framework_never_leads() -> None:
     assert not _same_stack(m("verl"), "areal") and not _same_stack(m("slime", "megatron"), "verl")
     assert _same_stack(m("areal", "sglang"), "areal") and _same_stack(m("sglang"), "slime")
     assert _same_stack(m("verl"), "")  # the framework is not known: nothing is ruled out
+
+
+def test_a_big_logs_end_is_matched_not_only_its_start(tmp_path: Path) -> None:
+    """The failure of a big log is at its end: the text known issues are matched against holds it."""
+    from rlmedic.agent.investigate import attachment_texts
+    from rlmedic.registry import ToolContext
+
+    log = tmp_path / "train.log"
+    with log.open("w", encoding="utf-8") as fh:
+        fh.write("sglang==0.4.6.post1 banner line\n")
+        for step in range(120_000):
+            fh.write(f"[2025-11-22 10:00:00] step {step}: loss 0.{step % 97:02d} reward 0.42\n")
+        fh.write("RuntimeError: the failure at the very end\n")
+    assert log.stat().st_size > 4_000_000
+    (text,) = attachment_texts([log], ToolContext.for_roots([str(log)]), max_bytes=1_000_000)
+    assert "the failure at the very end" in text and "sglang==0.4.6.post1" in text
+    assert len(text) <= 1_000_010
