@@ -21,23 +21,10 @@ only counted, never shown.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections import defaultdict
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_CASES = ROOT.parent / "shared" / "cases" / "dev_cases.jsonl"
-KNOWN_CASES = ROOT / "tests" / "data" / "known_cases"
-
-
-def load_cases() -> list[dict]:
-    cases = []
-    if SHARED_CASES.is_file():
-        cases += [{**json.loads(line), "split": "dev"} for line in SHARED_CASES.read_text().splitlines() if line.strip()]
-    for path in sorted(KNOWN_CASES.glob("*.jsonl")) if KNOWN_CASES.is_dir() else []:
-        cases += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return cases
+from cases import load_cases
 
 
 def main() -> None:
