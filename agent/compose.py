@@ -343,8 +343,8 @@ def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Se
         more.append("Documentation: " + ", ".join(f"[{answer.cite(d.citation)}]" for d in docs) + ".")
     if known and not first and not skip_cards:  # demoted (fixed in the user's release) and merely similar records
         more += _known_text(known, answer)
-        near = known[0].record  # the nearest one's cause: what to compare with what you see
-        more.append(f"  In {near.source}: {near.cause.strip()}")
+        near = known[0]  # the nearest one's cause: what to compare with what you see (cited like the others)
+        more.append(f"  In {near.record.source} [{answer.cite(near.citation)}]: {near.record.cause.strip()}")
 
     order = ["cause", "status", "gpus", "plan", "config", "fixes"]
     for lead in reversed(leads):  # what the question asks goes first, after a known issue that explains it
