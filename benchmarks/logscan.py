@@ -257,7 +257,25 @@ def ere_patterns() -> list[str]:
                 continue
             out.append(_to_ere(rx.replace(r"[^\n]", ".")))
     out += [_literal_ere(lit.text) for lit in catalog.metric_literals]
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(_unicode_classes_as_alternations(rx) for rx in out))
+
+
+def _unicode_classes_as_alternations(ere: str) -> str:
+    """``[-–]`` -> ``([-]|–)``: a bracket class may only hold single bytes in the C locale and in rg --no-unicode."""
+    def split(m: re.Match[str]) -> str:
+        body = m.group(1)
+        wide = [c for c in body if ord(c) > 127]
+        if not wide or body.startswith("^"):
+            return m.group(0)
+        narrow = "".join(c for c in body if ord(c) <= 127)
+        return "(" + "|".join(([f"[{narrow}]"] if narrow else []) + wide) + ")"
+
+    return re.sub(r"\[((?:\[:[a-z]+:\]|[^\]])+)\]", split, ere)
+
+
+def rg_bytes(ere: str) -> str:
+    """The pattern for ``rg --no-unicode``, which refuses non-ASCII characters: each one as its UTF-8 bytes."""
+    return "".join(c if ord(c) < 128 else "".join(f"(?-u:\\x{b:02X})" for b in c.encode()) for c in ere)
 
 
 # ------------------------------------------------------------------ the logs ------
@@ -312,6 +330,7 @@ def _best(cmd: list[str] | str, runs: int, env: dict[str, str] | None = None, sh
 
 
 def measure(label: str, path: str, pattern_file: str, runs: int, rg: str | None) -> dict[str, object]:
+    rg_file = pattern_file[: -len(".ere")] + ".rg"  # written beside it by main()
     """One log (file, gzip or folder): grep -E -c and rg -c (C locale), rlmedic diagnose, each a fresh process."""
     size = _size(path)
     files = [os.path.join(path, f) for f in sorted(os.listdir(path))] if os.path.isdir(path) else [path]
@@ -322,12 +341,12 @@ def measure(label: str, path: str, pattern_file: str, runs: int, rg: str | None)
     if gz:  # zgrep is gzip -cdfq | grep: the same pipeline, counted whole
         row["grep"] = _best(["zgrep", "-E", "-c", "-f", pattern_file, path], runs, c_env)
         if rg:
-            row["rg"] = _best([rg, "-z", "-c", "--no-unicode", "-f", pattern_file, path], runs, c_env)
+            row["rg"] = _best([rg, "-z", "-c", "--no-unicode", "-f", rg_file, path], runs, c_env)
     else:
         row["grep"] = _best(["grep", "-E", "-c", "-f", pattern_file, *files], runs, c_env)
         if rg:
             # --no-unicode: with Unicode classes ripgrep's DFA for ~200 patterns blows up (minutes)
-            row["rg"] = _best([rg, "-c", "--no-unicode", "-f", pattern_file, path], runs, c_env)
+            row["rg"] = _best([rg, "-c", "--no-unicode", "-f", rg_file, path], runs, c_env)
     cpu, wall, out = _best([sys.executable, "-m", "rlmedic", "diagnose", "--json", path], runs)
     row["rlmedic"] = (cpu, wall, out)
     diag = json.loads(out)
@@ -399,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
     pats = ere_patterns()
     with open(pattern_file, "w") as fh:
         fh.write("\n".join(pats) + "\n")
+    with open(pattern_file[: -len(".ere")] + ".rg", "w") as fh:
+        fh.write("\n".join(rg_bytes(p) for p in pats) + "\n")
     rg = shutil.which("rg")
     print(f"{len(pats)} patterns; ripgrep {'at ' + rg if rg else 'not installed'}; {os.cpu_count()} CPUs; "
           f"load average {os.getloadavg()[0]:.1f}")
