@@ -101,6 +101,16 @@ def test_bad_entries_fail_loudly(extra: dict, message: str) -> None:
         parse_catalog(_one(**extra))
 
 
+def test_a_literal_inside_a_metric_keyword_is_refused() -> None:
+    """Such a literal sends every stats line of a metric-dense log through the signature's regex."""
+    data = _one(patterns=["reward collapsed"], literals=["reward"], examples=["reward collapsed"])
+    data["metrics"] = {"literals": ["task_reward"]}
+    with pytest.raises(UserError, match="metric keyword 'task_reward'"):
+        parse_catalog(data)
+    data["signatures"][0]["literals"] = ["collapsed"]
+    assert parse_catalog(data).signatures[0].literals[0].text == "collapsed"
+
+
 def test_duplicate_ids_fail() -> None:
     data = _one()
     data["signatures"].append(dict(data["signatures"][0]))

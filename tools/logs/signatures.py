@@ -370,6 +370,14 @@ def parse_catalog(data: Any, where: str = "signatures.yaml") -> Catalog:
     common = {n: _compile_list(f"{where} common_extract.{n}", v) for n, v in (data.get("common_extract") or {}).items()}
     metrics = data.get("metrics") or {}
     mlits = [Literal(t) for t in metrics.get("literals") or []]
+    for s in sigs:
+        for lit in s.literals:
+            hot = next((m.text for m in mlits if lit.text.lower() in m.text.lower()), None)
+            if hot:
+                raise UserError(
+                    f"{where}: signature {s.id!r}: literal {lit.text!r} also occurs in the metric keyword {hot!r}, so every "
+                    "stats line would run this signature's regex; list rarer 'literals:' that the pattern requires"
+                )
     return Catalog(
         signatures=sigs,
         phases=phases,
