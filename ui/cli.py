@@ -10,24 +10,25 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import click
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from rlmedic import __version__
+if TYPE_CHECKING:  # typer carries its own click (typer._click); the separate click package is not imported
+    from typer._click import Context, HelpFormatter
+
 from rlmedic.errors import UserError
 
 
 class _Group(TyperGroup):
     """Turn :class:`UserError` into one line on stderr and exit code 2."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Context) -> Any:
         try:
             return super().invoke(ctx)
         except UserError as exc:
-            click.echo(f"rlmedic: error: {exc}", err=True)
+            typer.echo(f"rlmedic: error: {exc}", err=True)
             sys.exit(2)
 
 
@@ -38,10 +39,10 @@ class _Command(TyperCommand):
     """Help in plain words: ``PATH...`` rather than ``{PATH}...``, and an option's value named
     by the option (``--index-dir DIR``) rather than a Python type (``<list[Path]>``)."""
 
-    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: Context) -> list[str]:
         return [re.sub(r"\{([^}]*)\}", r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
 
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
         args, opts = [], []
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
@@ -85,6 +86,8 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
+        from rlmedic import __version__
+
         typer.echo(f"rlmedic {__version__}")
         raise typer.Exit()
 

@@ -11,7 +11,6 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import click
 import typer
 
 from rlmedic.ui.params import path as path_param
@@ -38,7 +37,7 @@ class FailOn(str, Enum):
 
 
 def _sev(severity: str) -> str:
-    return click.style(f"[{severity}]", **_SEV_STYLE.get(severity, {}))  # type: ignore[arg-type]
+    return typer.style(f"[{severity}]", **_SEV_STYLE.get(severity, {}))  # type: ignore[arg-type]
 
 
 def _where(f: Finding) -> str:
@@ -50,9 +49,9 @@ def _excerpt(f: Finding, indent: str = "    ") -> list[str]:
     out = []
     for row in text.splitlines():
         if row.startswith(">"):
-            out.append(indent + click.style(row, bold=True))
+            out.append(indent + typer.style(row, bold=True))
         else:
-            out.append(indent + click.style(row, dim=True))
+            out.append(indent + typer.style(row, dim=True))
     return out
 
 
@@ -70,61 +69,61 @@ def render(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
     head = f"rlmedic diagnose: {stats.get('files', 0)} file(s), {mb:.1f} MB, {stats.get('lines', 0)} lines in {stats.get('seconds', 0)} s"
     if stats.get("last_step") is not None:
         head += f"; last training step {stats['last_step']}"
-    lines.append(click.style(head, dim=True))
+    lines.append(typer.style(head, dim=True))
     if stats.get("truncated"):
-        lines.append(click.style("  scan stopped at the byte cap (RLMEDIC_MAX_SCAN_BYTES); later lines were not read", fg="yellow"))
+        lines.append(typer.style("  scan stopped at the byte cap (RLMEDIC_MAX_SCAN_BYTES); later lines were not read", fg="yellow"))
     for p in stats.get("partial") or []:
-        lines.append(click.style(f"  read only in part {p['file']}: {p['reason']}", fg="yellow"))
+        lines.append(typer.style(f"  read only in part {p['file']}: {p['reason']}", fg="yellow"))
     for s in stats.get("skipped") or []:
         if verbose or s.get("reason") != "not a log file name":
-            lines.append(click.style(f"  skipped {s['file']}: {s['reason']}", dim=True))
+            lines.append(typer.style(f"  skipped {s['file']}: {s['reason']}", dim=True))
     root = diagnosis.root_finding
     if root is None:
         serious = [f for f in diagnosis.findings if f.severity in ("critical", "error")]
         empty = next((f for f in diagnosis.findings if f.id == "empty-log"), None)
         if empty is not None:
-            lines.append(_sev(empty.severity) + " " + click.style(empty.summary, bold=True))
+            lines.append(_sev(empty.severity) + " " + typer.style(empty.summary, bold=True))
             return "\n".join(lines)
         if not serious:
-            lines.append(click.style("No error found.", fg="green", bold=True) + " Nothing in the log points at a failure.")
+            lines.append(typer.style("No error found.", fg="green", bold=True) + " Nothing in the log points at a failure.")
             health = diagnosis.stats.get("health") or {}
             if health.get("checked"):
-                lines.append(click.style(f"Checked ({health.get('verdict')}): " + "; ".join(health["checked"]), dim=True))
+                lines.append(typer.style(f"Checked ({health.get('verdict')}): " + "; ".join(health["checked"]), dim=True))
     else:
         lines.append("")
-        lines.append(click.style("ROOT CAUSE ", bold=True) + _sev(root.severity) + " " + click.style(root.summary, bold=True))
-        lines.append(f"  at {click.style(_where(root), underline=True)}" + (f"  ({root.id}, {root.category})"))
+        lines.append(typer.style("ROOT CAUSE ", bold=True) + _sev(root.severity) + " " + typer.style(root.summary, bold=True))
+        lines.append(f"  at {typer.style(_where(root), underline=True)}" + (f"  ({root.id}, {root.category})"))
         lines += _excerpt(root)
         nums = _numbers(root)
         if nums:
-            lines.append(click.style(f"    numbers: {nums}", dim=True))
+            lines.append(typer.style(f"    numbers: {nums}", dim=True))
         cascades = [f for f in diagnosis.findings if f.root == diagnosis.root and f is not root]
         if cascades:
             lines.append("")
-            lines.append(click.style("  Caused by the root (cascades, not separate problems):", bold=True))
+            lines.append(typer.style("  Caused by the root (cascades, not separate problems):", bold=True))
             for f in cascades:
-                lines.append(f"    - {_sev(f.severity)} {f.summary.split('. ')[0]}  {click.style(_where(f), dim=True)}")
+                lines.append(f"    - {_sev(f.severity)} {f.summary.split('. ')[0]}  {typer.style(_where(f), dim=True)}")
         if root.fixes:
             lines.append("")
             card = f" (card {root.card})" if root.card else ""
-            lines.append(click.style(f"  Fix, most effective first{card}:", bold=True, fg="green"))
+            lines.append(typer.style(f"  Fix, most effective first{card}:", bold=True, fg="green"))
             shown = root.fixes if verbose else root.fixes[:MAX_FIXES]
             for i, fix in enumerate(shown, 1):
                 lines.append(f"    {i}. {fix}")
             if len(root.fixes) > len(shown):
-                lines.append(click.style(f"    ... {len(root.fixes) - len(shown)} more with --verbose or --json", dim=True))
+                lines.append(typer.style(f"    ... {len(root.fixes) - len(shown)} more with --verbose or --json", dim=True))
         if root.citations:
-            lines.append(click.style("  Sources: " + "; ".join(str(c) for c in root.citations), dim=True))
+            lines.append(typer.style("  Sources: " + "; ".join(str(c) for c in root.citations), dim=True))
     others = [f for f in diagnosis.findings if f is not root and f.root is None]
     if others:
         lines.append("")
-        lines.append(click.style("Other findings:", bold=True))
+        lines.append(typer.style("Other findings:", bold=True))
         shown_others = others if verbose else others[:MAX_OTHERS]
         for f in shown_others:
             lines.append(f"  {_sev(f.severity)} {f.summary}")
-            lines.append(click.style(f"      at {_where(f)}" + (f"; fix: {f.fixes[0]}" if f.fixes else ""), dim=True))
+            lines.append(typer.style(f"      at {_where(f)}" + (f"; fix: {f.fixes[0]}" if f.fixes else ""), dim=True))
         if len(others) > len(shown_others):
-            lines.append(click.style(f"  ... {len(others) - len(shown_others)} more with --verbose", dim=True))
+            lines.append(typer.style(f"  ... {len(others) - len(shown_others)} more with --verbose", dim=True))
     return "\n".join(lines)
 
 
@@ -179,7 +178,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(diagnosis.to_dict())
         else:
-            click.echo(render(diagnosis, verbose=verbose))
+            typer.echo(render(diagnosis, verbose=verbose))
         if fail_on is not None:
             worst = diagnosis.worst_severity()
             if worst is not None and severity_rank(worst) <= severity_rank(fail_on.value):
@@ -191,4 +190,4 @@ def register(app: typer.Typer) -> None:
         max_lines: int = typer.Option(120, "--max-lines", min=10, help="Line budget of the excerpt."),
     ) -> None:
         """Print the most relevant lines of a log (around the root error, repeats collapsed), redacted."""
-        click.echo(_run("excerpt", paths, max_lines=max_lines))
+        typer.echo(_run("excerpt", paths, max_lines=max_lines))
