@@ -142,7 +142,8 @@ class NumpyBertEncoder:
 class BertEncoder:
     """Post-LayerNorm BERT in torch (bulk indexing): embeddings, N x (self-attention, feed-forward)."""
 
-    def __init__(self, model_dir: str | Path) -> None:
+    def __init__(self, model_dir: str | Path, dtype: Any = None) -> None:
+        """``dtype``: the weights' and activations' type (default: the file's, float32)."""
         from safetensors.torch import load_file
 
         model_dir = Path(model_dir)
@@ -151,6 +152,8 @@ class BertEncoder:
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         self.w = load_file(str(model_dir / "model.safetensors"))
+        if dtype is not None:
+            self.w = {name: t.to(dtype) for name, t in self.w.items()}
         self.hidden = self.w["embeddings.word_embeddings.weight"].shape[1]
 
     def _ln(self, x, name: str):

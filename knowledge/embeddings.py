@@ -34,6 +34,27 @@ def model_path() -> str:
 NUMPY_MAX_TEXTS = 8
 
 
+#: Bulk (torch) precision: "fp32", "bf16", or "auto" (bf16 where the CPU multiplies bf16 natively:
+#: AVX512-BF16 or AMX; about 1.8x the chunks per second there, vectors within 2e-4 cosine of fp32).
+#: Queries are always embedded in fp32 (numpy); ``RLMEDIC_EMBED_PRECISION`` overrides.
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def bulk_precision() -> str:
+    """The precision bulk embedding uses on this machine (``fp32`` or ``bf16``)."""
+    asked = os.environ.get("RLMEDIC_EMBED_PRECISION", "auto").strip().lower() or "auto"
+    if asked not in PRECISIONS:
+        from rlmedic.errors import UserError
+
+        raise UserError(f"RLMEDIC_EMBED_PRECISION={asked!r}: expected one of {', '.join(PRECISIONS)}")
+    if asked != "auto":
+        return asked
+    import torch
+
+    native = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return "bf16" if any(check is not None and check() for check in native) else "fp32"
+
+
 class Embedder:
     """Sentence embeddings, normalised (cosine similarity = dot product)."""
 
@@ -41,6 +62,7 @@ class Embedder:
 
     def __init__(self) -> None:
         self._torch_model = None
+        self._torch_precision = ""
         self._numpy_model = None
         self._tokenizer = None
 
@@ -63,16 +85,19 @@ class Embedder:
             idx = order[start : start + batch_size]
             yield idx, tokenizer.encode_batch([texts[i] for i in idx])
 
-    def embed(self, texts: list[str], batch_size: int = 64, engine: str | None = None) -> list[list[float]]:
-        """Vectors for ``texts``; ``engine`` is "numpy" or "torch" (default: by the number of texts)."""
+    def embed(self, texts: list[str], batch_size: int = 16, engine: str | None = None) -> list[list[float]]:
+        """Vectors for ``texts``; ``engine`` is "numpy", "torch" (fp32) or "torch-bf16" (default: numpy
+        for a few texts, else torch in :func:`bulk_precision`). Batches of 16 pad less than 64 and
+        ran ~10% faster on 2 cores."""
         if not texts:
             return []
         if engine is None:
-            engine = "numpy" if len(texts) <= NUMPY_MAX_TEXTS else "torch"
+            engine = "numpy" if len(texts) <= NUMPY_MAX_TEXTS else "torch-bulk"
         if engine == "numpy":
             return self._embed_numpy(texts, batch_size)
-        if engine == "torch":
-            return self._embed_torch(texts, batch_size)
+        if engine in ("torch", "torch-bf16", "torch-bulk"):
+            precision = {"torch": "fp32", "torch-bf16": "bf16"}.get(engine) or bulk_precision()
+            return self._embed_torch(texts, batch_size, precision)
         raise ValueError(f"unknown embedding engine {engine!r}")
 
     def _embed_numpy(self, texts: list[str], batch_size: int) -> list[list[float]]:
@@ -94,7 +119,7 @@ class Embedder:
                     vectors[i] = vec
         return vectors
 
-    def _embed_torch(self, texts: list[str], batch_size: int) -> list[list[float]]:
+    def _embed_torch(self, texts: list[str], batch_size: int, precision: str = "fp32") -> list[list[float]]:
         from rlmedic.notices import step
 
         with step("loading torch and the embedding model", after=3):  # seconds on a small machine
@@ -102,14 +127,16 @@ class Embedder:
 
             from rlmedic.knowledge.bert import BertEncoder
 
-            if self._torch_model is None:
-                self._torch_model = BertEncoder(model_path())
+            if self._torch_model is None or self._torch_precision != precision:
+                dtype = torch.bfloat16 if precision == "bf16" else None
+                self._torch_model = BertEncoder(model_path(), dtype=dtype)
+                self._torch_precision = precision
         vectors: list[list[float]] = [[] for _ in texts]
         with torch.inference_mode():
             for idx, encodings in self._batches(texts, batch_size):
                 ids = torch.tensor([e.ids for e in encodings])
                 attention = torch.tensor([e.attention_mask for e in encodings])
-                hidden = self._torch_model(ids, attention)
+                hidden = self._torch_model(ids, attention).float()  # pool and normalise in fp32
                 mask = attention.unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
                 pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)

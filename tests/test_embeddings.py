@@ -54,6 +54,40 @@ def test_numpy_and_torch_forwards_agree() -> None:
     assert sum(x * y for x, y in zip(alone, by_numpy[2])) > 1 - 1e-5
 
 
+def test_bf16_bulk_vectors_stay_within_1e_3_cosine_of_fp32() -> None:
+    """Bulk indexing may run in bf16 (``RLMEDIC_EMBED_PRECISION``); queries stay fp32, so the two must agree.
+
+    torch computes bf16 on any CPU (emulated where it is not native), so this runs everywhere.
+    """
+    texts = [f"{w} while the rollout worker waits on SGLang step {i}" for i, w in
+             enumerate(["CUDA out of memory", "NCCL watchdog timeout", "reward stuck at zero", "checkpoint missing"] * 3)]
+    e = default_embedder()
+    fp32 = e.embed(texts, engine="torch")
+    bf16 = e.embed(texts, engine="torch-bf16")
+    for a, b in zip(fp32, bf16):
+        assert abs(math.sqrt(sum(x * x for x in b)) - 1.0) < 1e-5
+        assert sum(x * y for x, y in zip(a, b)) > 1 - 1e-3
+    # the nearest neighbour of each text is the same under both precisions
+    def nearest(vectors: list[list[float]], i: int) -> int:
+        return max((j for j in range(len(vectors)) if j != i), key=lambda j: sum(x * y for x, y in zip(vectors[i], vectors[j])))
+    assert [nearest(fp32, i) for i in range(len(texts))] == [nearest(bf16, i) for i in range(len(texts))]
+
+
+def test_bulk_precision_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlmedic.errors import UserError
+    from rlmedic.knowledge.embeddings import bulk_precision
+
+    monkeypatch.setenv("RLMEDIC_EMBED_PRECISION", "fp32")
+    assert bulk_precision() == "fp32"
+    monkeypatch.setenv("RLMEDIC_EMBED_PRECISION", "BF16")
+    assert bulk_precision() == "bf16"
+    monkeypatch.setenv("RLMEDIC_EMBED_PRECISION", "auto")
+    assert bulk_precision() in ("fp32", "bf16")
+    monkeypatch.setenv("RLMEDIC_EMBED_PRECISION", "fp8")
+    with pytest.raises(UserError, match="RLMEDIC_EMBED_PRECISION"):
+        bulk_precision()
+
+
 def test_a_single_query_does_not_import_torch() -> None:
     import subprocess
     import sys
