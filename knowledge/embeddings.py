@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from pathlib import Path
 
 #: The model was trained on 128 word pieces; 256 (its default) costs ~3x the time on
@@ -32,17 +33,22 @@ def model_path() -> str:
 #: importing torch costs ~2 s of CPU, far more than such a forward. Larger calls
 #: (indexing) use torch, whose fused kernels win on big batches.
 NUMPY_MAX_TEXTS = 8
+#: ...and up to this many while torch is not imported yet: numpy embeds ~18 chunks/s on one
+#: core, so 24 chunks (a re-index after a few edits) cost ~1.3 s against ~2 s for importing
+#: torch and running it.
+NUMPY_MAX_TEXTS_COLD = 24
 
 
-#: Bulk (torch) precision: "fp32", "bf16", or "auto" (bf16 where the CPU multiplies bf16 natively:
-#: AVX512-BF16 or AMX; about 1.8x the chunks per second there, vectors within 2e-4 cosine of fp32).
-#: Queries are always embedded in fp32 (numpy); ``RLMEDIC_EMBED_PRECISION`` overrides.
+#: Bulk (torch) precision, ``RLMEDIC_EMBED_PRECISION``: "fp32" (the default), "bf16", or "auto" (bf16
+#: where the CPU multiplies bf16 natively: AVX512-BF16 or AMX). bf16 gave 1.8x the chunks per second
+#: on such a 2-core machine with vectors within 2e-4 cosine of fp32, but moved one of 72 retrieval
+#: questions out of dense top-1, so it is opt-in. Queries are always embedded in fp32 (numpy).
 PRECISIONS = ("auto", "fp32", "bf16")
 
 
 def bulk_precision() -> str:
     """The precision bulk embedding uses on this machine (``fp32`` or ``bf16``)."""
-    asked = os.environ.get("RLMEDIC_EMBED_PRECISION", "auto").strip().lower() or "auto"
+    asked = os.environ.get("RLMEDIC_EMBED_PRECISION", "fp32").strip().lower() or "fp32"
     if asked not in PRECISIONS:
         from rlmedic.errors import UserError
 
@@ -92,7 +98,8 @@ class Embedder:
         if not texts:
             return []
         if engine is None:
-            engine = "numpy" if len(texts) <= NUMPY_MAX_TEXTS else "torch-bulk"
+            limit = NUMPY_MAX_TEXTS if "torch" in sys.modules else NUMPY_MAX_TEXTS_COLD
+            engine = "numpy" if len(texts) <= limit else "torch-bulk"
         if engine == "numpy":
             return self._embed_numpy(texts, batch_size)
         if engine in ("torch", "torch-bf16", "torch-bulk"):

@@ -59,18 +59,23 @@ def _display_source(file: Path, root: Path) -> str:
 EMBED_BATCH_CHUNKS = 256
 
 
-def _embed_and_store(store: Store, chunks: list[Chunk], embedder) -> None:
+def _embed_and_store(store: Store, chunks: list[Chunk], embedder, known: dict[str, list[float]] | None = None) -> int:
+    """Embed and store ``chunks``; a chunk whose text is in ``known`` keeps that vector. Returns how many were embedded."""
     if not chunks:
-        return
-    vectors = embedder.embed([c.text for c in chunks])
+        return 0
+    known = known or {}
+    todo = [c for c in chunks if c.text not in known]
+    fresh = dict(zip((c.text for c in todo), embedder.embed([c.text for c in todo]))) if todo else {}
+    vectors = [known.get(c.text) or fresh[c.text] for c in chunks]
     store.add([c.id for c in chunks], [c.text for c in chunks], [c.metadata() for c in chunks], vectors)
+    return len(todo)
 
 
 class _PendingFiles:
     """Files chunked but not stored yet: their old chunks go, the new ones are embedded in one batch."""
 
-    def __init__(self, store: Store, embedder, report: IndexReport) -> None:
-        self.store, self.embedder, self.report = store, embedder, report
+    def __init__(self, store: Store, embedder, report: IndexReport, *, reuse: bool = True) -> None:
+        self.store, self.embedder, self.report, self.reuse = store, embedder, report, reuse
         self.files: list[tuple[str, FileEntry, bool]] = []
         self.chunks: list[Chunk] = []
         self.old: list[str] = []
@@ -86,13 +91,17 @@ class _PendingFiles:
     def flush(self) -> None:
         if not self.files:
             return
+        known: dict[str, list[float]] = {}
+        if self.old and self.reuse:
+            # an edited file's unchanged chunks keep their vectors: only what changed is embedded
+            known = {text: vec for text, vec in self.store.texts_and_vectors(self.old).values()}
         if self.old:
             self.store.delete(self.old)
-        _embed_and_store(self.store, self.chunks, self.embedder)
+        embedded = _embed_and_store(self.store, self.chunks, self.embedder, known)
         for key, entry, updated in self.files:
             self.store.manifest.files[key] = entry
             (self.report.updated if updated else self.report.added).append(key)
-        self.report.chunks_embedded += len(self.chunks)
+        self.report.chunks_embedded += embedded
         self.store.save_manifest()  # after each batch: an interrupted run keeps what it did
         self.files, self.chunks, self.old = [], [], []
 
@@ -108,7 +117,8 @@ def index_paths(
     """Index files and folders. Explicit bad files raise :class:`UserError`; bad files
     found inside a folder are skipped and named in the report."""
     report = IndexReport()
-    if store.manifest.embedder != PIPELINE and store.manifest.files:
+    same_pipeline = store.manifest.embedder == PIPELINE
+    if not same_pipeline and store.manifest.files:
         # chunks made by another chunker/embedding setup: every file counts as changed
         for entry in store.manifest.files.values():
             entry.hash = ""
@@ -180,7 +190,7 @@ def index_paths(
         from rlmedic.knowledge.embeddings import default_embedder
 
         embedder = embedder or default_embedder()
-    pending = _PendingFiles(store, embedder, report)
+    pending = _PendingFiles(store, embedder, report, reuse=same_pipeline)
     for n, (file, root, data, digest) in enumerate(changed, 1):
         key = str(file)
         if progress:

@@ -180,6 +180,16 @@ class Store:
                 ids=ids[start:end], documents=texts[start:end], metadatas=metadatas[start:end], embeddings=vectors[start:end]
             )
 
+    def texts_and_vectors(self, ids: list[str]) -> dict[str, tuple[str, list[float]]]:
+        """Stored text and vector of each id that exists (to reuse a vector whose chunk did not change)."""
+        out: dict[str, tuple[str, list[float]]] = {}
+        for start in range(0, len(ids), 1000):
+            res = self.collection.get(ids=ids[start : start + 1000], include=["documents", "embeddings"])
+            for cid, doc, vec in zip(res["ids"], res["documents"], res["embeddings"]):
+                if doc is not None and vec is not None:
+                    out[cid] = (doc, [float(x) for x in vec])
+        return out
+
     def delete(self, ids: list[str]) -> None:
         for start in range(0, len(ids), 1000):
             self.collection.delete(ids=ids[start : start + 1000])

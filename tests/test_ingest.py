@@ -102,6 +102,26 @@ def test_index_then_search_and_incremental_reindex(docs: Path, tmp_path: Path) -
     sources = {r.source for r in kb2.search("gradient clipping grad norm", k=10)}
     assert "docs/c.txt" not in sources
     assert any("NCCL_IB_DISABLE" in r.text for r in kb2.search("NCCL_IB_DISABLE", k=3))
+    # only the edited section was embedded again; the unchanged one kept its vector
+    assert changed.chunks_embedded == 1
+
+
+def test_an_edited_document_keeps_the_vectors_of_its_unchanged_chunks(docs: Path, tmp_path: Path) -> None:
+    """Re-indexing embeds only chunks whose text changed, and the result equals a fresh index of the new text."""
+    kb = KnowledgeBase(tmp_path / "idx", with_cards=False)
+    kb.index([docs])
+    (docs / "a.md").write_text(DOC_A.replace("multi-node jobs", "multi-node jobs on InfiniBand"))
+    changed = KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    assert changed.chunks_embedded == 1 and [Path(p).name for p in changed.updated] == ["a.md"]
+    fresh = KnowledgeBase(tmp_path / "fresh", with_cards=False)
+    fresh.index([docs])
+    ids = fresh.store.manifest.files[str(docs / "a.md")].chunks
+    reused = KnowledgeBase(tmp_path / "idx", with_cards=False).store.texts_and_vectors(ids)
+    direct = fresh.store.texts_and_vectors(ids)
+    assert set(reused) == set(direct) == set(ids)
+    for cid in ids:
+        assert reused[cid][0] == direct[cid][0]
+        assert sum(x * y for x, y in zip(reused[cid][1], direct[cid][1])) > 1 - 1e-5
 
 
 def test_bad_inputs_give_clear_errors(tmp_path: Path) -> None:

@@ -78,3 +78,14 @@ def test_tokenizer_keeps_identifiers_whole_and_normalises_flags() -> None:
     assert "actor.sglang.mem_fraction_static" in tokens and "mem_fraction_static" in tokens
     assert "max_tokens_per_gpu" in tokens and "gpu" in tokens
     assert identifiers("'Max retries exceeded' at /get_model_info") == ["get_model_info", "max retries exceeded"]
+
+
+def test_tokenizer_gives_exactly_the_tokens_in_order_with_a_warm_cache() -> None:
+    """The per-word cache must not change the output: the full sequence, duplicates and order included."""
+    text = "Set --max-tokens-per-gpu; the max tokens per GPU (actor.sglang.mem_fraction_static=0.8) is a max. I/O of a x2 run"
+    expected = ["set", "max_tokens_per_gpu", "max", "tokens", "per", "gpu", "max", "tokens", "per", "gpu",
+                "actor.sglang.mem_fraction_static", "mem_fraction_static", "actor", "sglang", "mem", "fraction", "static",
+                "0", "8", "max", "2", "run"]  # "I/O", "a" and the "x" of "x2" are too short; "2" is a number
+    first = tokenize(text)
+    assert first == expected
+    assert tokenize(text) == first == tokenize(text[:0] + text)
