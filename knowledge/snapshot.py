@@ -47,29 +47,56 @@ class Snapshot:
     # -- writing -------------------------------------------------------------------
     @staticmethod
     def write(path: Path, ids: list[str], documents: list[str], metadatas: list[dict | None], embeddings) -> None:
+        """Write a snapshot of these chunks at once (see :meth:`write_pages` for a large store)."""
+        Snapshot.write_pages(path, [(ids, documents, metadatas, embeddings)], len(ids))
+
+    @staticmethod
+    def write_pages(path: Path, pages: Iterable[tuple[list[str], list[str], list[dict | None], Any]], total: int) -> list[str]:
+        """Write a snapshot from pages of ``(ids, documents, metadatas, embeddings)``; returns the ids written.
+
+        Rows go to SQLite as each page arrives and vectors into one preallocated float32 matrix,
+        so a 10,000-thread store never holds every document and vector as Python objects at once.
+        ``total`` is the number of chunks the pages hold (the matrix's height).
+        """
         import numpy as np
 
-        matrix = np.asarray(embeddings if len(ids) else np.zeros((0, 0)), dtype=np.float32)
         tmp = path.with_name(path.name + ".tmp")
         tmp.unlink(missing_ok=True)
         db = sqlite3.connect(tmp)
+        written: list[str] = []
+        matrix = None
         try:
             db.execute("CREATE TABLE chunks (row INTEGER PRIMARY KEY, id TEXT UNIQUE, kind TEXT, heading TEXT, document TEXT, metadata TEXT)")
             db.execute("CREATE TABLE info (key TEXT PRIMARY KEY, value BLOB)")
-            db.executemany(
-                "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?)",
-                (
-                    (n, i, (m or {}).get("kind", ""), (m or {}).get("heading", ""), d, json.dumps(m or {}))
-                    for n, (i, d, m) in enumerate(zip(ids, documents, metadatas))
-                ),
-            )
-            info = {"format": FORMAT, "stamp": chunk_stamp(ids), "dim": int(matrix.shape[1]) if matrix.ndim == 2 else 0}
+            for ids, documents, metadatas, embeddings in pages:
+                if not len(ids):
+                    continue
+                vectors = np.asarray(embeddings, dtype=np.float32)
+                if matrix is None:
+                    matrix = np.zeros((total, vectors.shape[1]), dtype=np.float32)
+                start = len(written)
+                if start + len(ids) > total:
+                    raise ValueError(f"snapshot pages hold more than the {total} chunks announced")
+                matrix[start : start + len(ids)] = vectors
+                db.executemany(
+                    "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        (start + n, i, (m or {}).get("kind", ""), (m or {}).get("heading", ""), d, json.dumps(m or {}))
+                        for n, (i, d, m) in enumerate(zip(ids, documents, metadatas))
+                    ),
+                )
+                written += ids
+            if matrix is None:
+                matrix = np.zeros((0, 0), dtype=np.float32)
+            matrix = matrix[: len(written)]
+            info = {"format": FORMAT, "stamp": chunk_stamp(written), "dim": int(matrix.shape[1]) if matrix.ndim == 2 else 0}
             db.executemany("INSERT INTO info VALUES (?, ?)", [(k, json.dumps(v)) for k, v in info.items()])
             db.execute("INSERT INTO info VALUES ('vectors', ?)", (matrix.tobytes(),))
             db.commit()
         finally:
             db.close()
         os.replace(tmp, path)
+        return written
 
     # -- reading -------------------------------------------------------------------
     @classmethod

@@ -28,6 +28,8 @@ from rlmedic.errors import UserError
 _OPEN_LOCK = threading.RLock()
 COLLECTION = "rlmedic_chunks"
 SNAPSHOT_FILE = "dense.sqlite"
+#: Chunks read from Chroma per page when the read-side copies (snapshot, BM25) are rebuilt.
+REBUILD_PAGE = 1000
 MANIFEST_VERSION = 1
 
 
@@ -243,12 +245,27 @@ class Store:
         from rlmedic.knowledge.snapshot import Snapshot
         from rlmedic.knowledge.words import tokenize
 
-        res = self.collection.get(include=["documents", "metadatas", "embeddings"])
-        ids, docs = res["ids"], res["documents"]
+        total = self.collection.count()
+        tokens: list[list[str]] = []
+        ids: list[str] = []
+
+        def pages():
+            # a page at a time: holding every document and vector of a 10,000-thread store as Python
+            # objects at once is what took `sync-issues` past 1 GB
+            for offset in range(0, total, REBUILD_PAGE):
+                res = self.collection.get(include=["documents", "metadatas", "embeddings"], limit=REBUILD_PAGE, offset=offset)
+                docs = [d or "" for d in res["documents"]]
+                tokens.extend(tokenize(d) or ["_empty_"] for d in docs)
+                ids.extend(res["ids"])
+                yield list(res["ids"]), docs, res["metadatas"], res["embeddings"]
+
         self._snapshot = None
-        if not chroma_url_set():
+        if chroma_url_set():
+            for _page in pages():
+                pass
+        else:
             # stamped with the ids Chroma holds: used only while the manifest lists the same
-            Snapshot.write(self.directory / SNAPSHOT_FILE, ids, docs, res["metadatas"], res["embeddings"])
+            Snapshot.write_pages(self.directory / SNAPSHOT_FILE, pages(), total)
         bm25_dir = self.directory / "bm25"
         bm25_dir.mkdir(parents=True, exist_ok=True)
         if not ids:
@@ -256,7 +273,8 @@ class Store:
             self._bm25, self._bm25_ids = None, []
             return
         retriever = bm25s.BM25()
-        retriever.index([tokenize(d) or ["_empty_"] for d in docs], show_progress=False)
+        retriever.index(tokens, show_progress=False)
+        del tokens
         retriever.save(str(bm25_dir), show_progress=False)
         (bm25_dir / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
         self._bm25, self._bm25_ids = retriever, ids

@@ -101,3 +101,15 @@ def test_concurrent_first_searches_of_a_fresh_index(tmp_path: Path) -> None:
         t.join()
     assert not errors, errors
     assert found == [3, 3, 3, 3]
+
+
+def test_a_rebuild_read_in_small_pages_writes_the_same_read_side_copies(kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rebuild reads Chroma a page at a time (memory); pages of 3 chunks give the same snapshot and BM25 answers."""
+    from rlmedic.knowledge import store as store_module
+
+    before = _results(kb, use_snapshot=True)
+    monkeypatch.setattr(store_module, "REBUILD_PAGE", 3)
+    kb.store.rebuild_bm25()
+    assert _results(kb, use_snapshot=True) == before == _results(kb, use_snapshot=False)
+    fresh = KnowledgeBase(kb.store.directory).store
+    assert fresh.snapshot is not None and len(fresh.snapshot.ids) == kb.store.collection.count() > 3
