@@ -62,18 +62,39 @@ def load_numpy_weights(path: str | Path) -> dict[str, Any]:
     return out
 
 
-def _erf(x):
-    """erf with |error| < 1.5e-7 (Abramowitz & Stegun 7.1.26), elementwise.
+#: Abramowitz & Stegun 7.1.26: erf(a) = 1 - t*(c1 + t*(c2 + ...)) * exp(-a*a), t = 1 / (1 + p*a),
+#: |error| < 1.5e-7. BERT's GELU is the exact (erf) one; numpy has no erf and scipy costs a 0.3 s import.
+_ERF_P = 0.3275911
+_ERF_C = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
 
-    BERT's GELU is the exact (erf) one; numpy has no erf and scipy costs a 0.3 s import.
+
+def _gelu_(h):
+    """Exact GELU, 0.5*h*(1 + erf(h/sqrt(2))), computed in place on the float32 array ``h`` (returned).
+
+    In place and in float32: the expression form allocated a dozen temporaries the size of
+    the feed-forward activations and took a quarter of a bulk forward.
     """
     import numpy as np
 
-    sign = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return sign * (1.0 - poly * np.exp(-a * a))
+    a = np.abs(h)
+    a *= np.float32(1.0 / math.sqrt(2.0))
+    t = a * np.float32(_ERF_P)
+    t += 1
+    np.reciprocal(t, out=t)
+    y = t * np.float32(_ERF_C[0])
+    for c in _ERF_C[1:]:
+        y += np.float32(c)
+        y *= t
+    np.multiply(a, a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    y *= a  # y = 1 - erf(|x|)
+    np.subtract(1, y, out=y)  # erf(|x|)
+    y *= np.sign(h, out=a)  # erf(x) (a masked subtract was 10x slower than these two passes)
+    y += 1
+    h *= y
+    h *= 0.5
+    return h
 
 
 class NumpyBertEncoder:
@@ -97,7 +118,10 @@ class NumpyBertEncoder:
         return centered / np.sqrt(var + self.eps) * self.w[f"{name}.weight"] + self.w[f"{name}.bias"]
 
     def _linear(self, x, name: str):
-        return x @ self.w[f"{name}.weight"].T + self.w[f"{name}.bias"]
+        """``x @ W.T + b`` as one 2-D matrix product (a 3-D operand made numpy run one per sequence: 1.75x slower)."""
+        out = x.reshape(-1, x.shape[-1]) @ self.w[f"{name}.weight"].T
+        out += self.w[f"{name}.bias"]
+        return out.reshape(*x.shape[:-1], out.shape[-1])
 
     def __call__(self, input_ids, attention_mask):
         """Last hidden states, shape (batch, tokens, hidden), float32."""
@@ -125,13 +149,15 @@ class NumpyBertEncoder:
             q = split(self._linear(x, f"{p}.attention.self.query"))
             k = split(self._linear(x, f"{p}.attention.self.key"))
             v = split(self._linear(x, f"{p}.attention.self.value"))
-            scores = (q @ k.transpose(0, 1, 3, 2)) * scale + bias
-            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            scores = q @ k.transpose(0, 1, 3, 2)
+            scores *= scale
+            scores += bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
             scores /= scores.sum(axis=-1, keepdims=True)
             attn = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, self.hidden)
             x = self._ln(x + self._linear(attn, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
-            h = self._linear(x, f"{p}.intermediate.dense")
-            ff = (0.5 * h * (1.0 + _erf(h * np.float32(1.0 / math.sqrt(2.0))))).astype(np.float32, copy=False)
+            ff = _gelu_(self._linear(x, f"{p}.intermediate.dense"))
             x = self._ln(x + self._linear(ff, f"{p}.output.dense"), f"{p}.output.LayerNorm")
         return x
 

@@ -13,6 +13,7 @@ for the same model.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -115,7 +116,8 @@ class Embedder:
         if self._numpy_model is None:
             self._numpy_model = NumpyBertEncoder(model_path())
         vectors: list[list[float]] = [[] for _ in texts]
-        with _one_blas_thread():
+        # a query: one BLAS thread (on a busy machine more only wait); a bulk call: all of them
+        with _one_blas_thread() if len(texts) <= NUMPY_MAX_TEXTS else contextlib.nullcontext():
             for idx, encodings in self._batches(texts, batch_size):
                 attention = np.array([e.attention_mask for e in encodings], dtype=np.float32)
                 hidden = self._numpy_model(np.array([e.ids for e in encodings]), attention)

@@ -277,7 +277,9 @@ def index_threads(
         if progress:
             progress(start, len(changed), part[0][0])
         pairs = [_thread_chunk(record) for _key, _digest, record in part]
-        vectors = embedder.embed([threads.embed_text(record) for _key, _digest, record in part])
+        # numpy, not torch: ~40 threads/s on 2 cores at ~130 MB, against ~70/s at ~420 MB with torch
+        # (a 10,000-thread sync peaked at 700 MB with torch; benchmarks/sync_issues.py)
+        vectors = embedder.embed([threads.embed_text(record) for _key, _digest, record in part], engine="numpy")
         # a thread's chunk id is derived from owner/repo#N, so the upsert replaces the old one
         store.add([c.id for c, _ in pairs], [c.text for c, _ in pairs], [m for _, m in pairs], vectors)
         for (key, digest, record), (chunk, _meta) in zip(part, pairs):
