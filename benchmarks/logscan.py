@@ -22,6 +22,12 @@ than count lines (findings, root cause, metrics); a wrong root cause fails the r
 
 from __future__ import annotations
 
+# Child processes write and reuse bytecode (.pyc) as on any installed copy; a shell that sets
+# PYTHONDONTWRITEBYTECODE (some containers do) would make every cold run recompile rlmedic's modules.
+import os as _os
+
+_os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import argparse
 import json
 import os

@@ -9,6 +9,12 @@ Indexes ../shared/seeds and ../shared/corpus into a temporary directory and prin
 
 from __future__ import annotations
 
+# Child processes write and reuse bytecode (.pyc) as on any installed copy; a shell that sets
+# PYTHONDONTWRITEBYTECODE (some containers do) would make every cold run recompile rlmedic's modules.
+import os as _os
+
+_os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import argparse
 import os
 import subprocess

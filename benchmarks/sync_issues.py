@@ -17,6 +17,12 @@ in this process, so its CPU is not counted. Target: 10,000 threads in under 10 m
 
 from __future__ import annotations
 
+# Child processes write and reuse bytecode (.pyc) as on any installed copy; a shell that sets
+# PYTHONDONTWRITEBYTECODE (some containers do) would make every cold run recompile rlmedic's modules.
+import os as _os
+
+_os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 import argparse
 import json
 import os

@@ -68,6 +68,22 @@ def test_the_disk_cached_catalog_equals_a_fresh_parse(tmp_path: Path) -> None:
         assert _run(path, cached) == _run(path, fresh), path
 
 
+def test_the_disk_cached_cards_equal_a_fresh_parse(tmp_path: Path) -> None:
+    """Cold commands read the parsed cards from the disk cache: the same cards, field by field."""
+    from rlmedic import diskcache
+    from rlmedic.knowledge import cards
+
+    cards.builtin_cards.cache_clear()
+    first = cards.builtin_cards()  # builds and writes the entry (RLMEDIC_HOME is a temp dir)
+    assert len(list(diskcache.cache_dir().glob("cards-*.bin"))) == 1
+    cards.builtin_cards.cache_clear()
+    cached = cards.builtin_cards()
+    fresh = tuple(cards.load_cards())
+    assert cached is not first and cached == fresh
+    assert [c.id for c in cached] == [c.id for c in fresh] and len(cached) > 50
+    cards.builtin_cards.cache_clear()
+
+
 def test_a_damaged_cache_entry_is_rebuilt(tmp_path: Path) -> None:
     from rlmedic import diskcache
 
