@@ -20,6 +20,7 @@ bounded: each series keeps at most :data:`MAX_POINTS` points.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -87,13 +88,7 @@ class MetricCollector:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
-        self._kinds = [
-            (kind, [re.compile(p) for p in patterns]) for kind, patterns in (config.get("series") or {}).items()
-        ]
         self._kind_cache: dict[str, str | None] = {}
-        self._fw_rules = [
-            (fw, [re.compile(p) for p in patterns]) for fw, patterns in (config.get("frameworks") or {}).items()
-        ]
         self._fw_cache: dict[str, str | None] = {}
         self._keys_seen: set[tuple[int, str]] = set()
         self._file_keys: dict[int, set[str]] = {}
@@ -105,6 +100,15 @@ class MetricCollector:
         self.total_steps: dict[int, int] = {}
         self.step_lines: dict[int, list[tuple[int, int]]] = {}  # file -> [(line, step)] (bounded)
         self._counters: dict[tuple[int, str], int] = {}
+
+    @functools.cached_property
+    def _kinds(self) -> list[tuple[str, list[re.Pattern[str]]]]:
+        """Series kind -> key patterns, compiled when the first metric key shows up (most logs have none)."""
+        return [(kind, [re.compile(p) for p in patterns]) for kind, patterns in (self.config.get("series") or {}).items()]
+
+    @functools.cached_property
+    def _fw_rules(self) -> list[tuple[str, list[re.Pattern[str]]]]:
+        return [(fw, [re.compile(p) for p in patterns]) for fw, patterns in (self.config.get("frameworks") or {}).items()]
 
     def kind_of(self, key: str) -> str | None:
         if key not in self._kind_cache:
