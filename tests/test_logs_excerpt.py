@@ -35,3 +35,17 @@ def test_token_budget(tmp_path: Path) -> None:
 def test_no_error_shows_head_or_tail(tmp_path: Path) -> None:
     text = excerpt_text("all good\nstep 1 done\n")
     assert text.startswith("# rlmedic: no error-level finding") and "all good" in text
+
+
+def test_a_diagnosis_keeps_only_the_first_lines_of_each_head(tmp_path: Path) -> None:
+    """The scan reads 64 KiB of each file's head; the result keeps the lines the excerpt may show, no more
+    (every result passes the registry's redaction, and a folder of rank logs carried 1 MiB of heads)."""
+    from rlmedic.confine import Confinement
+    from rlmedic.tools.logs.diagnose import HEAD_LINES_KEPT, diagnose
+
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"step {i}: loss 0.{i % 10}\n" for i in range(5000)))
+    result = diagnose([log], confinement=Confinement.for_paths([log]))
+    head = result.files[0].head.splitlines()
+    assert head == [f"step {i}: loss 0.{i % 10}" for i in range(HEAD_LINES_KEPT)]
+    assert HEAD_LINES_KEPT >= 10  # excerpt's fallback shows the first 10 lines of a log without findings

@@ -110,6 +110,12 @@ class Diagnosis:
 # ------------------------------------------------------------------ entry points --
 
 
+#: Lines of each file's head a :class:`Diagnosis` keeps (the excerpt's fallback shows the first 10).
+#: The scan reads 64 KiB of head (frameworks, the run's year); keeping all of it made every result
+#: carry 64 KiB per file through the registry's redaction: 0.18 s for a folder of 16 rank logs.
+HEAD_LINES_KEPT = 20
+
+
 def diagnose(
     paths: list[str | os.PathLike[str]] | tuple[str | os.PathLike[str], ...],
     *,
@@ -785,6 +791,8 @@ class _Builder:
             "empty_files": [f.name for f in self.result.files if not f.head.strip()],
             "health": self._health(findings, root, step, finished),
         }
+        for f in self.result.files:  # the rest of each head was read above; what leaves is redacted, so keep it short
+            f.head = "\n".join(f.head.splitlines()[:HEAD_LINES_KEPT])
         return Diagnosis(findings=findings, root=root, stats=stats, hits=self.first_hits, files=self.result.files)
 
     def _health(self, findings: list[Finding], root: int | None, step: int | None, finished: bool) -> dict[str, Any]:
