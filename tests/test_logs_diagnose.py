@@ -217,6 +217,15 @@ def test_ray_repeated_lines_are_counted() -> None:
     assert f is not None and f.evidence["count"] == 8
 
 
+def test_repeated_counts_hold_past_the_detailed_hits() -> None:
+    """Hits past a group's detailed ones are only counted; Ray's "[repeated Nx]" still multiplies them."""
+    line = ("(TrainWorker pid=9) [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={n}) ran for "
+            "600000 milliseconds before timing out.{tail}\n")
+    text = "".join(line.format(n=n, tail=" [repeated 2x across cluster]" if n % 2 else "") for n in range(60))
+    f = diagnose_text(text).root_finding
+    assert f is not None and f.evidence["count"] == 30 * 1 + 30 * 3
+
+
 def test_metric_formats() -> None:
     verl = "".join(f"step:{i} - actor/pg_loss:0.1 - actor/grad_norm:{'nan' if i == 3 else 0.2} - critic/rewards/mean:0.5\n" for i in range(5))
     f = diagnose_text(verl).root_finding
