@@ -3,7 +3,7 @@
 1. ``rlmedic web --offline`` in its own process; N concurrent gradio_client sessions, each
    uploading a log and asking Q questions. Prints errors, p50/p95 answer latency and the
    server's peak RSS.
-2. Time from "enter" to the first streamed token through the agent (Conversation.ask)
+2. Time from "enter" to the first streamed token through the agent (Session.ask)
    against the scripted SGLang-style server, minus that server's own time to first token
    measured by a plain streaming request in the same run.
 
@@ -252,16 +252,16 @@ def first_token(rounds: int = 10) -> None:
     import httpx
     from fake_openai import FakeOpenAI, Reply
 
-    from rlmedic.agent.conversation import Conversation
     from rlmedic.agent.events import TextDelta
     from rlmedic.agent.llm import LLMConfig
+    from rlmedic.agent.session import Session
 
     server_delay = 0.2
     replies = [Reply(content="The run died of a CUDA OOM during training; lower actor.mb_spec.max_tokens_per_mb.",
                      delay_s=server_delay)]
     with FakeOpenAI(replies) as server:
         direct, agent = [], []
-        conv = Conversation(config=LLMConfig.resolve(base_url=server.base_url), env_roots=False)
+        conv = Session(config=LLMConfig.resolve(base_url=server.base_url), env_roots=False, persist=False)
         conv.knowledge()
         for _ in range(rounds):
             t = time.perf_counter()
