@@ -208,7 +208,7 @@ def _literal_ere(text: str) -> str:
 
 
 def _to_ere(rx: str) -> str:
-    """Python regex -> POSIX ERE: ``(?:`` groups, ``\d \s \S \w`` classes (inside brackets too)."""
+    r"""Python regex -> POSIX ERE: ``(?:`` groups, ``\d \s \S \w`` classes (inside brackets too)."""
     out: list[str] = []
     i = 0
     in_class = False
@@ -245,7 +245,7 @@ def _to_ere(rx: str) -> str:
 
 
 def ere_patterns() -> list[str]:
-    """The catalog's regexes (and metric keywords) rewritten for ``grep -E`` and ``rg``.
+    r"""The catalog's regexes (and metric keywords) rewritten for ``grep -E`` and ``rg``.
 
     Python-only syntax is translated (``(?:`` groups, ``\d``/``\s``/``\w`` classes); a
     pattern with lookarounds is replaced by its prefilter literals, and ``(?i)`` patterns
