@@ -429,26 +429,6 @@ def _download(session: Session, diff: str) -> str:
     return str(path)
 
 
-def _few_malloc_arenas(arenas: int = 2) -> None:
-    """Cap glibc's malloc arenas for this server process (before its worker threads start).
-
-    glibc gives threads that allocate at the same time arenas of their own (up to 8 per core) and
-    keeps what is freed in them: under 20 sessions with 5 MB uploads the server grew ~175 MB in the
-    first round and ~15 MB each round after; with two arenas, ~50 MB and then ~8 MB
-    (``benchmarks/web.py --rounds 3``). ``MALLOC_ARENA_MAX`` set by the user wins; not glibc: nothing.
-    """
-    import sys
-
-    if os.environ.get("MALLOC_ARENA_MAX") or not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).mallopt(-8, arenas)  # -8: M_ARENA_MAX
-    except (OSError, AttributeError):
-        pass
-
-
 def launch(settings: WebSettings, *, host: str = "127.0.0.1", port: int = 7860, auth: tuple[str, str] | None = None,
            block: bool = True) -> tuple[Any, Sessions]:
     """Start the server (loopback by default, no share link); ``block=False`` returns at once (tests).
@@ -461,8 +441,9 @@ def launch(settings: WebSettings, *, host: str = "127.0.0.1", port: int = 7860, 
     import sys
 
     from rlmedic.knowledge.known.match import use_processes
+    from rlmedic.memory import few_malloc_arenas
 
-    _few_malloc_arenas()
+    few_malloc_arenas()
     demo, sessions = build_app(settings)
     # the known-issue regexes over a new big upload run in worker processes: in the server's own
     # process they hold the GIL for seconds and its event loop (the other sessions' uploads) starves
