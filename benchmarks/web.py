@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 import time
 from pathlib import Path
 
@@ -62,6 +63,15 @@ def _upload(upload_mb: int) -> Path:
     path = Path(tempfile.mkdtemp(prefix="rlmedic-upload-")) / "train.log"
     write_log(path, upload_mb << 20)
     return path
+
+
+def _all_at_once(user: Callable[[int], None], sessions: int) -> None:
+    """Run ``user(i)`` for every session on its own thread, all started before any is awaited."""
+    threads = [threading.Thread(target=user, args=(i,)) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def _own_copy(upload: Path, i: int) -> Path:
@@ -115,11 +125,7 @@ def in_process(sessions: int, questions: int, upload: Path, home: str) -> tuple[
                 (firsts if q == 0 else follow).append(time.monotonic() - started)
 
     started = time.monotonic()
-    threads = [threading.Thread(target=user, args=(i,)) for i in range(sessions)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _all_at_once(user, sessions)
     wall = time.monotonic() - started
     store.close_all()
     return firsts, follow, wall
@@ -188,11 +194,7 @@ def load(sessions: int, questions: int, upload_mb: int = 0, rounds: int = 1) -> 
         watcher = threading.Thread(target=watch_rss, args=(stop,), daemon=True)
         watcher.start()
         started = time.monotonic()
-        threads = [threading.Thread(target=user, args=(i,)) for i in range(sessions)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        _all_at_once(user, sessions)
         stop.set()
         wall = time.monotonic() - started
         rss_after = _rss_mb(server.pid)
@@ -200,11 +202,7 @@ def load(sessions: int, questions: int, upload_mb: int = 0, rounds: int = 1) -> 
         r1_firsts, r1_lat, r1_errors = list(firsts), list(latencies), list(errors)  # round 1: the figures below
         again: list[float] = []
         for r in range(1, rounds):  # more sessions with files of their own: is the RSS bounded?
-            more = [threading.Thread(target=user, args=(r * sessions + i,)) for i in range(sessions)]
-            for t in more:
-                t.start()
-            for t in more:
-                t.join()
+            _all_at_once(lambda i, r=r: user(r * sessions + i), sessions)
             again.append(_own_rss_mb(server.pid))
         # one more session alone on the quiet server: what a follow-up on the same upload costs by itself
         alone = Client(url, verbose=False)

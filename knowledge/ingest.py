@@ -221,10 +221,6 @@ def index_paths(
     if progress and changed:
         progress(len(changed), len(changed), "")
     if changed or report.removed or store.snapshot_missing():
-        if changed:
-            from rlmedic.memory import release_free_memory
-
-            release_free_memory()  # as for threads: the rebuild starts from what is in use
         store.rebuild_bm25()
     store.save_manifest()
     report.total_chunks = store.count()
@@ -296,9 +292,6 @@ def index_threads(
     if progress and changed:
         progress(len(changed), len(changed), "")
     if changed:
-        from rlmedic.memory import release_free_memory
-
-        release_free_memory()  # the rebuild's peak starts from what embedding left in use, not from its high-water mark
         store.rebuild_bm25()
     store.save_manifest()
     report.total_chunks = store.count()

@@ -244,7 +244,9 @@ class Store:
 
         from rlmedic.knowledge.snapshot import Snapshot
         from rlmedic.knowledge.words import tokenize
+        from rlmedic.memory import release_free_memory
 
+        release_free_memory()  # the rebuild's peak starts from what indexing left in use, not its high-water mark
         total = self.collection.count()
         tokens: list[list[str]] = []
         ids: list[str] = []

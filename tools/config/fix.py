@@ -531,18 +531,23 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
     work = config.copy() if framework == "areal" else _copy_launch(config)
     applied: list[Fix] = []
     satisfied: list[Fix] = []  # changes whose value was already in effect when their turn came
+
+    def apply_or_hand(change: Fix) -> None:
+        """Apply ``change`` to ``work``; one the config cannot take becomes an action to do by hand."""
+        try:
+            apply_changes(framework, work, [change])
+        except UserError as exc:
+            actions.append(change.model_copy(update={"op": "action", "why": f"apply by hand: {exc}"}))
+            return
+        applied.append(change)
+
     # Renames of misspelt options first, then the rules are asked again: their changes were worked
     # out on the misspelt config (gconfig.max_new_token unknown -> max_new_tokens' default 16384
     # asked for a 17408-token micro-batch the renamed config does not need)
     renames = [c for c in chosen if c.op == "rename"]
     if renames and framework == "areal":
         for change in renames:
-            try:
-                apply_changes(framework, work, [change])
-            except UserError as exc:
-                actions.append(change.model_copy(update={"op": "action", "why": f"apply by hand: {exc}"}))
-                continue
-            applied.append(change)
+            apply_or_hand(change)
         seen = {c.key for c in renames}
         chosen = []
         relinted = lint_parsed(framework, work, ctx)
@@ -560,12 +565,7 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
             if change.op == "set" and change.old is not None and change.old == change.new:
                 satisfied.append(change)  # already what is in effect: listing "5.0 -> 5.0" helps nobody
                 continue
-            try:
-                apply_changes(framework, work, [change])
-            except UserError as exc:
-                actions.append(change.model_copy(update={"op": "action", "why": f"apply by hand: {exc}"}))
-                continue
-            applied.append(change)
+            apply_or_hand(change)
         remaining = lint_parsed(framework, work, ctx)
         chosen = []
         for problem in remaining:
