@@ -217,6 +217,15 @@ def test_ray_repeated_lines_are_counted() -> None:
     assert f is not None and f.evidence["count"] == 8
 
 
+def test_a_short_text_without_a_final_newline_keeps_its_first_character() -> None:
+    """A text shorter than the scanner's after-context reserve was scanned as its first byte, then the rest:
+    a pasted one-line error lost its first character in the evidence ("CCL watchdog ...")."""
+    line = "NCCL watchdog timeout after the weight update"
+    for text in (line, line + "\n", "step 1 done\n" + line):
+        f = diagnose_text(text).root_finding
+        assert f is not None and f.evidence["line_text"] == line, text
+
+
 def test_repeated_counts_hold_past_the_detailed_hits() -> None:
     """Hits past a group's detailed ones are only counted; Ray's "[repeated Nx]" still multiplies them."""
     line = ("(TrainWorker pid=9) [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={n}) ran for "

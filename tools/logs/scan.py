@@ -929,9 +929,12 @@ class Scanner:
                     end = filled
                 else:
                     limit = filled - AFTER_RESERVE
-                    end = buf.rfind(b"\n", proc, limit) + 1
-                    if end <= proc:  # one enormous line: cut it at the limit
-                        end = max(limit, proc + 1)
+                    if limit <= proc:  # less than the after-context reserve so far: read on before scanning
+                        end = proc
+                    else:
+                        end = buf.rfind(b"\n", proc, limit) + 1
+                        if end <= proc:  # one enormous line: cut it at the limit
+                            end = limit
                 if end > proc:
                     line_no = self._scan_region(buf, proc, end, filled, line_no, info)
                 if eof:
