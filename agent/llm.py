@@ -212,7 +212,11 @@ def chat_model(config: LLMConfig, model: str) -> Any:
     process (web, Slack) makes an agent per conversation.
     """
     import httpx2
-    from langchain_openai import ChatOpenAI  # heavy: only when the LLM engine runs
+
+    from rlmedic.memory import collector_paused
+
+    with collector_paused():
+        from langchain_openai import ChatOpenAI  # heavy: only when the LLM engine runs
 
     check_allowed(config.base_url)
     timeout = httpx2.Timeout(connect=min(5.0, config.timeout_s), read=config.stall_s, write=30.0, pool=5.0)

@@ -282,7 +282,10 @@ class Agent:
                  thread_id: str | None = None, budgets: Budgets = Budgets(), registry: Any = None,
                  call: Callable[..., Any] | None = None, kb: Any = None, earlier: Sequence[Any] = (),
                  history: Sequence[dict[str, Any]] = ()) -> None:
-        from langchain.agents import create_agent
+        from rlmedic.memory import collector_paused
+
+        with collector_paused():
+            from langchain.agents import create_agent
 
         from rlmedic.agent.llm import chat_model
 

@@ -119,8 +119,11 @@ def _line_of(offsets: list[int], char_index: int) -> int:
 
 def chunk_document(text: str, source: str, path: str = "", kind: str = "doc") -> list[Chunk]:
     """Split ``text`` into heading-aware chunks with heading path and line range."""
-    from llama_index.core import Document
-    from llama_index.core.node_parser import MarkdownNodeParser, SentenceSplitter
+    from rlmedic.memory import collector_paused
+
+    with collector_paused():
+        from llama_index.core import Document
+        from llama_index.core.node_parser import MarkdownNodeParser, SentenceSplitter
 
     if path.endswith(".rst") or source.endswith(".rst"):
         text = rst_to_markdown_headings(text)

@@ -132,7 +132,10 @@ class Embedder:
         from rlmedic.notices import step
 
         with step("loading torch and the embedding model", after=3):  # seconds on a small machine
-            import torch
+            from rlmedic.memory import collector_paused
+
+            with collector_paused():
+                import torch
 
             from rlmedic.knowledge.bert import BertEncoder
 

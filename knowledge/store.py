@@ -138,8 +138,11 @@ class Store:
         if self._collection is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-            import chromadb
-            from chromadb.config import Settings
+            from rlmedic.memory import collector_paused
+
+            with collector_paused():
+                import chromadb
+                from chromadb.config import Settings
 
             from rlmedic.settings import chroma_url
 

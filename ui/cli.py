@@ -39,6 +39,12 @@ class _Command(TyperCommand):
     """Help in plain words: ``PATH...`` rather than ``{PATH}...``, and an option's value named
     by the option (``--index-dir DIR``) rather than a Python type (``<list[Path]>``)."""
 
+    def invoke(self, ctx: Context) -> Any:
+        from rlmedic.memory import resume_gc
+
+        resume_gc()  # start-up (imports, argument parsing) is over: the command's own work begins
+        return super().invoke(ctx)
+
     def collect_usage_pieces(self, ctx: Context) -> list[str]:
         return [re.sub(r"\{([^}]*)\}", r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
 

@@ -264,7 +264,10 @@ def sources_markdown(answer: Any) -> str:
 def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
     """The Gradio Blocks app and its session store (not launched)."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    import gradio as gr
+    from rlmedic.memory import collector_paused
+
+    with collector_paused():
+        import gradio as gr
 
     from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted
     from rlmedic.ui.render import answer_markdown, root_markdown, step_args, step_result
