@@ -223,6 +223,30 @@ def test_rank_folders_scanned_on_several_processes_equal_one_process(monkeypatch
 
     monkeypatch.setattr(scan.Scanner, "_scan_parallel", spy)
     many = [_run(p) for p in folders]
-    # merged from the workers, except where the collector-wide metric caps (64 series) make one process decide
-    assert len(used) == len(folders) and sum(used) >= len(folders) - 1, used
+    assert used == [True] * len(folders)  # merged from the workers every time, no fallback
     assert many == one
+
+
+def test_every_rank_of_a_wide_folder_keeps_its_metric_series(tmp_path: Path) -> None:
+    """20 rank logs of five series each: 100 series, more than one file may hold. Every rank keeps
+    its own (a 64-series cap for all files left the last ranks without any, a NaN there unseen)."""
+    from rlmedic.tools.logs.metrics import MAX_SERIES_PER_FILE
+
+    keys = ["grpo_actor/task_reward/avg", "grpo_actor/update/actor_loss/avg", "grpo_actor/update/grad_norm",
+            "grpo_actor/update/entropy/avg", "grpo_actor/no_eos_ratios/avg"]
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in range(20):
+        rows = []
+        for step in range(1, 7):
+            values = dict.fromkeys(keys, 0.1 * step)
+            if rank == 19 and step == 6:
+                values["grpo_actor/update/actor_loss/avg"] = float("nan")
+            rows += [f"Epoch 1/1 Step {step}/6 Train step {step}/6 done.", "Stats (1/1):", "╒" + "═" * 40 + "╕"]
+            rows += [f"│ {k:<38} │ {v:11.4e} │" for k, v in values.items()]
+            rows.append("╘" + "═" * 40 + "╛")
+        (folder / f"rank{rank:02d}.log").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    assert 20 * len(keys) > MAX_SERIES_PER_FILE
+    found = _run(folder)
+    nan = [f for f in found["findings"] if "rank19.log" in json.dumps(f) and "nan" in json.dumps(f).lower()]
+    assert nan, [f["summary"] for f in found["findings"]]

@@ -815,18 +815,20 @@ class Scanner:
         """How many processes to scan ``sources`` with (1: here, in this process).
 
         Several files (a folder of rank logs) of :data:`PARALLEL_MIN_BYTES` or more in
-        all, on a machine with :data:`PARALLEL_MIN_CORES` cores or more
-        (``RLMEDIC_SCAN_PROCESSES=N`` sets the number, also on smaller machines; 1 turns
-        it off), when the byte cap cannot be reached (a file cut by it decides what the
-        next files see) and this scanner has seen nothing yet.
+        all, on a machine with two cores or more where workers can be forked from this
+        process (see :func:`_fork_is_safe`), else with :data:`PARALLEL_MIN_CORES` or more
+        (``RLMEDIC_SCAN_PROCESSES=N`` sets the number; 1 turns it off), when the byte cap
+        cannot be reached (a file cut by it decides what the next files see) and this
+        scanner has seen nothing yet.
         """
         raw = os.environ.get("RLMEDIC_SCAN_PROCESSES", "").strip()
         try:
             cores = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             cores = os.cpu_count() or 1
-        # by default only from 4 cores: on 2 (shared) cores the workers' start-up and the merge ate the gain
-        limit = int(raw) if raw.isdigit() else (cores if cores >= PARALLEL_MIN_CORES else 1)
+        # a forked worker starts in milliseconds; one from a fork server imports and loads the catalog
+        # again, which on 2 cores ate the gain
+        limit = int(raw) if raw.isdigit() else (cores if cores >= PARALLEL_MIN_CORES or _fork_is_safe() else 1)
         if min(limit, cores, len(sources)) < 2 or self.groups or self.bytes_read or self.truncated:
             return 1
         if any(src.path is None or src.stream is not None or src.data is not None for src in sources):
@@ -856,7 +858,10 @@ class Scanner:
         from concurrent.futures import ProcessPoolExecutor
 
         collector = self._collector()
-        if "forkserver" in multiprocessing.get_all_start_methods():
+        if _fork_is_safe():
+            # a copy of this process: the catalog, patterns and literal database are loaded already
+            context = multiprocessing.get_context("fork")
+        elif "forkserver" in multiprocessing.get_all_start_methods():
             # one server imports the scanner once; each worker is a fork of it (no threads of ours copied)
             context = multiprocessing.get_context("forkserver")
             context.set_forkserver_preload(["rlmedic.tools.logs.scan", "rlmedic.tools.logs.metrics"])
@@ -1193,10 +1198,21 @@ class Scanner:
 
 #: Below this many bytes in all, starting worker processes costs more than it saves.
 PARALLEL_MIN_BYTES = 256 << 20
-#: Cores a machine needs before files are scanned in parallel unless RLMEDIC_SCAN_PROCESSES asks.
+#: Cores a machine needs before files are scanned in parallel when workers cannot be forked (a server
+#: with threads) unless RLMEDIC_SCAN_PROCESSES asks.
 PARALLEL_MIN_CORES = 4
 
 _WORKER: dict[str, Any] = {}
+
+
+def _fork_is_safe() -> bool:
+    """Whether scan workers may be forked from this process: only where fork exists and no other
+    thread of ours runs (a fork copies the calling thread alone; a lock another thread held
+    would stay locked in the child). A server's scans use a fork server instead."""
+    import multiprocessing
+    import threading
+
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
 def _builtin_catalog_if_loaded() -> Catalog | None:
