@@ -120,7 +120,17 @@ def test_scan_engines_agree_with_hyperscan(engine: str) -> None:
 
 def test_the_cached_hyperscan_database_finds_what_a_fresh_one_finds(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("hyperscan")
+    from rlmedic import diskcache
+
+    built: list[str] = []
+    real = diskcache.cached
+
+    def spy(kind, key, build, dump, load):
+        return real(kind, key, lambda: built.append(kind) or build(), dump, load)
+
+    monkeypatch.setattr(diskcache, "cached", spy)
     with_cache = [_run(p, engine="hyperscan") for p in CASES]  # the first run writes the entry, later ones load it
+    assert built.count("hyperscan") <= 1, built  # loaded from the disk after the first (every load once failed)
     monkeypatch.setenv("RLMEDIC_DISK_CACHE", "0")
     fresh = [_run(p, engine="hyperscan") for p in CASES]
     assert with_cache == fresh

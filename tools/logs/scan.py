@@ -161,9 +161,16 @@ def _hyperscan_database(hyperscan: Any, exprs: list[bytes], flags: list[int]) ->
         db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
         return db
 
+    def load(blob: bytes) -> Any:
+        # a deserialized database needs its mode named and a scratch space of its own (python-hyperscan
+        # 0.9 gives a compiled one a scratch; without these two every load failed and the cache rebuilt)
+        db = hyperscan.loadb(blob, hyperscan.HS_MODE_BLOCK)
+        db.scratch = hyperscan.Scratch(db)
+        return db
+
     version = getattr(hyperscan, "__version__", "")
     parts = [str(version), repr(getattr(hyperscan, "HS_VERSION", "")), *exprs, repr(flags)]
-    return diskcache.cached("hyperscan", diskcache.digest(parts), build, hyperscan.dumpb, hyperscan.loadb)
+    return diskcache.cached("hyperscan", diskcache.digest(parts), build, hyperscan.dumpb, load)
 
 
 def make_engine(
