@@ -8,6 +8,8 @@ the same way (as source ``card:<id>``) the first time an index is used.
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +108,29 @@ class _PendingFiles:
         self.files, self.chunks, self.old = [], [], []
 
 
+#: A file modified this close to (or after) the moment it was hashed may have changed again within
+#: the same timestamp; only older modification times let a re-index trust size and time alone.
+STAT_TRUST_NS = 2_000_000_000
+
+
+def unchanged_by_stat(entry: FileEntry | None, st: os.stat_result) -> bool:
+    """Whether ``entry`` (the manifest's record of a file) vouches for the file without reading it.
+
+    Size and modification time equal to those recorded when its content was hashed, and that
+    modification time well before the hashing (a write in the same clock tick as the hash
+    would leave the time unchanged). Anything else is read and hashed, as before.
+    """
+    record = entry.stat if entry is not None and entry.hash else None
+    if not isinstance(record, list) or len(record) != 3 or not all(type(v) is int for v in record):
+        return False  # none recorded (an index from before), or a hand-edited manifest
+    size, mtime_ns, hashed_ns = entry.stat
+    return st.st_size == size and st.st_mtime_ns == mtime_ns and mtime_ns + STAT_TRUST_NS < hashed_ns
+
+
+def _stat_record(st: os.stat_result, hashed_ns: int) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, hashed_ns]
+
+
 def index_paths(
     paths: Sequence[str | Path],
     store: Store,
@@ -155,11 +180,17 @@ def index_paths(
             report.skipped.append(str(err))
             continue
         try:
-            size = confinement.check(file).stat().st_size
+            st = confinement.check(file).stat()
+            entry = store.manifest.files.get(key)
+            if unchanged_by_stat(entry, st):
+                report.unchanged.append(key)  # size and time as when its content was hashed: not read again
+                continue
+            size = st.st_size
             if size > max_bytes:
                 raise UserError(
                     f"{file}: {size / 2**20:.1f} MB is over the {max_bytes / 2**20:.0f} MB limit for one document; split it"
                 )
+            hashed_ns = time.time_ns()
             data = confinement.read_bytes(file)
         except PermissionError as exc:
             err = UserError(f"{file}: cannot read ({exc.strerror})")
@@ -173,11 +204,11 @@ def index_paths(
             report.skipped.append(str(err))
             continue
         digest = content_hash(data)
-        entry = store.manifest.files.get(key)
         if entry and entry.hash == digest:
+            entry.stat = _stat_record(st, hashed_ns)  # touched, not changed: trusted by its time from now on
             report.unchanged.append(key)
             continue
-        changed.append((file, root, data, digest))
+        changed.append((file, root, data, digest, _stat_record(st, hashed_ns)))
     # files that were indexed under these roots and are gone now
     for key in list(store.manifest.files):
         if key == CARDS_KEY:
@@ -191,7 +222,7 @@ def index_paths(
 
         embedder = embedder or default_embedder()
     pending = _PendingFiles(store, embedder, report, reuse=same_pipeline)
-    for n, (file, root, data, digest) in enumerate(changed, 1):
+    for n, (file, root, data, digest, stat_record) in enumerate(changed, 1):
         key = str(file)
         if progress:
             progress(n - 1, len(changed), file.name)
@@ -211,7 +242,8 @@ def index_paths(
             report.skipped.append(msg)
             continue
         chunks = chunk_document(redact(text), _display_source(file, root), key)
-        entry = FileEntry(hash=digest, source=_display_source(file, root), root=str(root), chunks=[c.id for c in chunks])
+        entry = FileEntry(hash=digest, source=_display_source(file, root), root=str(root), chunks=[c.id for c in chunks],
+                          stat=stat_record)
         pending.add(key, entry, chunks, store.manifest.files.get(key))
     if changed:
         pending.flush()

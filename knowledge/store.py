@@ -41,9 +41,12 @@ class FileEntry:
     chunks: list[str] = field(default_factory=list)
     #: normalised error lines of an issue thread (matched against pasted logs)
     errors: list[str] = field(default_factory=list)
+    #: [size, mtime_ns, when hashed (ns)] of a document: a re-index skips reading a file whose size and
+    #: modification time are unchanged (see :func:`rlmedic.knowledge.ingest.unchanged_by_stat`)
+    stat: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if v or k != "errors"}
+        return {k: v for k, v in vars(self).items() if v or k not in ("errors", "stat")}
 
 
 @dataclass

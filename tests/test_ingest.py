@@ -124,6 +124,79 @@ def test_an_edited_document_keeps_the_vectors_of_its_unchanged_chunks(docs: Path
         assert sum(x * y for x, y in zip(reused[cid][1], direct[cid][1])) > 1 - 1e-5
 
 
+def _age(folder: Path, seconds: int = 3600, only: str = "") -> None:
+    """Give the files (or ``only`` that one) a modification time well in the past, as files have between two runs."""
+    import time
+
+    when = time.time() - seconds
+    for f in folder.iterdir():
+        if not only or f.name == only:
+            os.utime(f, (when, when))
+
+
+def _reads(monkeypatch: pytest.MonkeyPatch, folder: Path) -> list[str]:
+    """Names of the files of ``folder`` read through the confinement from now on."""
+    from rlmedic.confine import Confinement
+
+    seen: list[str] = []
+    real = Confinement.read_bytes
+
+    def spy(self, path, *args, **kwargs):
+        if Path(path).parent == folder:
+            seen.append(Path(path).name)
+        return real(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(Confinement, "read_bytes", spy)
+    return seen
+
+
+def test_a_reindex_trusts_size_and_time_recorded_when_a_file_was_hashed(docs: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unchanged files are not read again; a change of content with the same size is still seen (its time
+    moved); a touched file is read once, found unchanged, and trusted after that."""
+    _age(docs)
+    KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    reads = _reads(monkeypatch, docs)
+    again = KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    assert reads == [] and len(again.unchanged) == 3 and again.chunks_embedded == 0
+
+    text = (docs / "c.txt").read_text()
+    (docs / "c.txt").write_text(text.replace("bounded", "BOUNDED"))  # same size, new content
+    _age(docs, 60, only="c.txt")
+    changed = KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    assert reads == ["c.txt"] and [Path(p).name for p in changed.updated] == ["c.txt"]
+
+    reads.clear()
+    _age(docs, 30)  # touched: new times, same content
+    touched = KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    assert sorted(reads) == ["a.md", "b.rst", "c.txt"] and len(touched.unchanged) == 3 and touched.chunks_embedded == 0
+    reads.clear()
+    KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    assert reads == []
+
+
+def test_a_file_written_just_before_it_was_hashed_is_read_again(docs: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write in the same clock tick as the hash would keep size and time: such a file is never trusted by them."""
+    KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])  # the files were written a moment ago
+    reads = _reads(monkeypatch, docs)
+    KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    assert sorted(reads) == ["a.md", "b.rst", "c.txt"]
+
+
+def test_a_hand_edited_stat_record_only_makes_the_file_read(docs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _age(docs)
+    KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    manifest = tmp_path / "idx" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    for entry in data["files"].values():
+        entry["stat"] = "not a list"
+    manifest.write_text(json.dumps(data))
+    reads = _reads(monkeypatch, docs)
+    again = KnowledgeBase(tmp_path / "idx", with_cards=False).index([docs])
+    assert sorted(reads) == ["a.md", "b.rst", "c.txt"] and again.chunks_embedded == 0
+
+
 def test_bad_inputs_give_clear_errors(tmp_path: Path) -> None:
     kb = KnowledgeBase(tmp_path / "idx", with_cards=False)
     with pytest.raises(UserError, match="no such file"):
