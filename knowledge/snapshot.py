@@ -100,14 +100,14 @@ class Snapshot:
 
     # -- reading -------------------------------------------------------------------
     @classmethod
-    def open(cls, path: Path, stamp: str) -> Snapshot | None:
-        """The snapshot at ``path`` if it was written for exactly the chunks ``stamp`` names."""
+    def open(cls, path: Path, stamp: str | None) -> Snapshot | None:
+        """The snapshot at ``path`` if it was written for exactly the chunks ``stamp`` names (None: whichever)."""
         if not path.is_file():
             return None
         try:
             db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
             info = {k: v for k, v in db.execute("SELECT key, value FROM info WHERE key != 'vectors'")}
-            if json.loads(info.get("format", "0")) != FORMAT or json.loads(info.get("stamp", '""')) != stamp:
+            if json.loads(info.get("format", "0")) != FORMAT or (stamp is not None and json.loads(info.get("stamp", '""')) != stamp):
                 db.close()
                 return None
             import numpy as np
@@ -145,6 +145,15 @@ class Snapshot:
             for cid, doc, meta in rows:
                 out[cid] = (doc, json.loads(meta))
         return out
+
+    def rows(self, ids: list[str]) -> dict[str, tuple[str, dict[str, Any], Any]]:
+        """``id -> (document, metadata, float32 vector)`` for the ids held (to carry rows into a new snapshot)."""
+        found = self.get(ids)
+        return {cid: (doc, meta, self.matrix[self._row[cid]]) for cid, (doc, meta) in found.items()}
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
 
     def vectors(self, ids: list[str]) -> dict[str, list[float]]:
         return {i: self.matrix[self._row[i]].tolist() for i in ids if i in self._row}

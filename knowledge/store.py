@@ -30,6 +30,8 @@ COLLECTION = "rlmedic_chunks"
 SNAPSHOT_FILE = "dense.sqlite"
 #: Chunks read from Chroma per page when the read-side copies (snapshot, BM25) are rebuilt.
 REBUILD_PAGE = 1000
+#: Present while a session has written to Chroma and not yet rebuilt the read-side copies.
+CHANGING_MARKER = "dense.sqlite.changing"
 MANIFEST_VERSION = 1
 
 
@@ -102,6 +104,8 @@ class Store:
         self._error_blob = ""
         self._error_starts: list[int] = []
         self._snapshot = None
+        self._delta: _Delta | None = None
+        self._changing = False
 
     # -- read-side snapshot -------------------------------------------------------------
     @property
@@ -182,6 +186,9 @@ class Store:
 
         texts = [redact(t) for t in texts]
         metadatas = [redact_value(m) for m in metadatas]
+        self._begin_change()
+        if self._delta is not None:
+            self._delta.upsert(ids, texts, metadatas, vectors)
         for start in range(0, len(ids), 1000):
             end = start + 1000
             self.collection.upsert(
@@ -199,6 +206,11 @@ class Store:
         return out
 
     def delete(self, ids: list[str]) -> None:
+        if not ids:
+            return
+        self._begin_change()
+        if self._delta is not None:
+            self._delta.delete(ids)
         for start in range(0, len(ids), 1000):
             self.collection.delete(ids=ids[start : start + 1000])
 
@@ -240,11 +252,39 @@ class Store:
         res = self.collection.get(where={"$and": [{"heading": heading}, {"kind": kind}]}, include=[])
         return list(res["ids"])
 
+    # -- keeping the read-side copies in step ----------------------------------------------
+    def _begin_change(self) -> None:
+        """Before this store's first write: note whether the read-side copy matches Chroma, so the
+        rebuild can apply this session's changes to it instead of reading every chunk back.
+
+        The copy counts only if it lists exactly Chroma's ids in Chroma's order and no earlier
+        session stopped between a write and its rebuild (the ``.changing`` marker written here
+        and removed by :meth:`rebuild_bm25`; a chunk updated in place keeps its id, so ids
+        alone could not tell).
+        """
+        if self._changing:
+            return
+        self._changing = True
+        if chroma_url_set():
+            return
+        from rlmedic.knowledge.snapshot import Snapshot
+
+        marker = self.directory / CHANGING_MARKER
+        if not marker.exists():
+            base = Snapshot.open(self.directory / SNAPSHOT_FILE, stamp=None)
+            if base is not None and base.ids == list(self.collection.get(include=[])["ids"]):
+                self._delta = _Delta(base)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
     # -- sparse side ------------------------------------------------------------------
     def rebuild_bm25(self) -> None:
         """Re-tokenise every chunk and rewrite the read-side snapshot; cheap next to embedding.
 
-        Called whenever chunks changed, so both read-side copies follow Chroma.
+        Called whenever chunks changed, so both read-side copies follow Chroma. When the old
+        snapshot matched Chroma before this session's writes (:meth:`_begin_change`), the new one
+        is that snapshot with the writes applied (``tests/test_store_delta.py`` checks it equals
+        one read back from Chroma); otherwise every chunk is read back from Chroma, a page at a time.
         """
         import bm25s
 
@@ -256,24 +296,37 @@ class Store:
         total = self.collection.count()
         tokens: list[list[str]] = []
         ids: list[str] = []
+        delta, self._delta = self._delta, None
+        if delta is not None and (delta.overflow or len(delta.order()) != total):
+            delta.close()
+            delta = None
 
-        def pages():
+        def from_chroma():
             # a page at a time: holding every document and vector of a 10,000-thread store as Python
             # objects at once is what took `sync-issues` past 1 GB
             for offset in range(0, total, REBUILD_PAGE):
                 res = self.collection.get(include=["documents", "metadatas", "embeddings"], limit=REBUILD_PAGE, offset=offset)
-                docs = [d or "" for d in res["documents"]]
+                yield list(res["ids"]), [d or "" for d in res["documents"]], res["metadatas"], res["embeddings"]
+
+        def pages():
+            for page_ids, docs, metas, vectors in (delta.pages(REBUILD_PAGE) if delta is not None else from_chroma()):
                 tokens.extend(tokenize(d) or ["_empty_"] for d in docs)
-                ids.extend(res["ids"])
-                yield list(res["ids"]), docs, res["metadatas"], res["embeddings"]
+                ids.extend(page_ids)
+                yield page_ids, docs, metas, vectors
 
         self._snapshot = None
-        if chroma_url_set():
-            for _page in pages():
-                pass
-        else:
-            # stamped with the ids Chroma holds: used only while the manifest lists the same
-            Snapshot.write_pages(self.directory / SNAPSHOT_FILE, pages(), total)
+        try:
+            if chroma_url_set():
+                for _page in pages():
+                    pass
+            else:
+                # stamped with the ids Chroma holds: used only while the manifest lists the same
+                Snapshot.write_pages(self.directory / SNAPSHOT_FILE, pages(), total)
+        finally:
+            if delta is not None:
+                delta.close()
+        (self.directory / CHANGING_MARKER).unlink(missing_ok=True)
+        self._changing = False
         bm25_dir = self.directory / "bm25"
         bm25_dir.mkdir(parents=True, exist_ok=True)
         if not ids:
@@ -400,3 +453,66 @@ def _check_directory(directory: Path) -> None:
                 what = "is" if candidate == path else f"lies under {candidate}, which is"
                 raise UserError(f"{directory}: {what} not a directory; point --index-dir or RLMEDIC_HOME at a directory")
             return
+
+
+class _Delta:
+    """This session's writes to Chroma, kept to update a read-side snapshot that matched Chroma before them.
+
+    Mirrors Chroma's order of ``get()``: an upserted id that exists keeps its place, a new one
+    (or one deleted and added again) goes last, a deleted one leaves. Past :attr:`MAX_ROWS`
+    written chunks it gives up (``overflow``) and the rebuild reads Chroma back, a page at a time,
+    so memory stays bounded on a large sync.
+    """
+
+    MAX_ROWS = 4000
+
+    def __init__(self, base: Any) -> None:
+        self.base = base  # the old Snapshot (its rows, metadata and vectors)
+        self.base_ids: set[str] = set(base.ids)
+        self.deleted: set[str] = set()
+        self.appended: dict[str, None] = {}
+        self.rows: dict[str, tuple[str, dict | None, Any]] = {}
+        self.overflow = False
+
+    def delete(self, ids: list[str]) -> None:
+        for cid in ids:
+            self.rows.pop(cid, None)
+            if cid in self.appended:
+                del self.appended[cid]
+            elif cid in self.base_ids:
+                self.deleted.add(cid)
+
+    def upsert(self, ids: list[str], docs: list[str], metas: list[dict], vectors: list[Any]) -> None:
+        if self.overflow:
+            return
+        import numpy as np
+
+        for cid, doc, meta, vec in zip(ids, docs, metas, vectors):
+            if not ((cid in self.base_ids and cid not in self.deleted) or cid in self.appended):
+                self.appended[cid] = None
+            self.rows[cid] = (doc, meta, np.asarray(vec, dtype=np.float32))
+        if len(self.rows) > self.MAX_ROWS:
+            self.overflow = True
+            self.rows.clear()
+
+    def order(self) -> list[str]:
+        return [cid for cid in self.base.ids if cid not in self.deleted] + list(self.appended)
+
+    def pages(self, size: int):
+        """``(ids, documents, metadatas, vectors)`` in Chroma's order, ``size`` chunks at a time."""
+        import numpy as np
+
+        order = self.order()
+        for start in range(0, len(order), size):
+            page = order[start : start + size]
+            old = self.base.rows([cid for cid in page if cid not in self.rows])
+            docs, metas, vectors = [], [], []
+            for cid in page:
+                doc, meta, vec = self.rows[cid] if cid in self.rows else old[cid]
+                docs.append(doc)
+                metas.append(meta)
+                vectors.append(vec)
+            yield page, docs, metas, np.stack(vectors) if vectors else np.zeros((0, 0), np.float32)
+
+    def close(self) -> None:
+        self.base.close()
