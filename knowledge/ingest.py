@@ -123,7 +123,7 @@ def unchanged_by_stat(entry: FileEntry | None, st: os.stat_result) -> bool:
     record = entry.stat if entry is not None and entry.hash else None
     if not isinstance(record, list) or len(record) != 3 or not all(type(v) is int for v in record):
         return False  # none recorded (an index from before), or a hand-edited manifest
-    size, mtime_ns, hashed_ns = entry.stat
+    size, mtime_ns, hashed_ns = record
     return st.st_size == size and st.st_mtime_ns == mtime_ns and mtime_ns + STAT_TRUST_NS < hashed_ns
 
 

@@ -41,6 +41,13 @@ def _read(directory: Path) -> dict:
             "bm25_ids": json.loads((directory / "bm25" / "ids.json").read_text())}
 
 
+def _indexed(directory: Path, rng: random.Random, n: int = 10) -> None:
+    """A store of ``n`` chunks with its read-side copies written (the session before the one tested)."""
+    store = Store(directory)
+    store.add(*_chunks("a", n, rng))
+    store.rebuild_bm25()
+
+
 def _full_rebuild(directory: Path) -> dict:
     """What a rebuild reading every chunk back from Chroma writes (forced by the crash marker)."""
     (directory / CHANGING_MARKER).touch()
@@ -68,9 +75,7 @@ def used(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 def test_writes_applied_to_the_snapshot_equal_chroma_read_back(tmp_path: Path, used: list[bool]) -> None:
     rng = random.Random(3)
     directory = tmp_path / "idx"
-    first = Store(directory)
-    first.add(*_chunks("a", 30, rng))
-    first.rebuild_bm25()
+    _indexed(directory, rng, n=30)
 
     session = Store(directory)
     session.delete(["a3", "a5", "a7"])  # gone
@@ -96,9 +101,7 @@ def test_writes_applied_to_the_snapshot_equal_chroma_read_back(tmp_path: Path, u
 def test_a_session_that_stopped_before_its_rebuild_makes_the_next_one_read_chroma(tmp_path: Path, used: list[bool]) -> None:
     rng = random.Random(4)
     directory = tmp_path / "idx"
-    first = Store(directory)
-    first.add(*_chunks("a", 10, rng))
-    first.rebuild_bm25()
+    _indexed(directory, rng)
     crashed = Store(directory)
     ids, docs, metas, vecs = _chunks("a", 2, rng)
     crashed.add(ids, docs, metas, vecs)  # an in-place update (same ids), then no rebuild: the process died
@@ -118,9 +121,7 @@ def test_a_large_session_reads_chroma_back_and_still_equals_it(tmp_path: Path, u
     monkeypatch.setattr(store_mod._Delta, "MAX_ROWS", 5)
     rng = random.Random(5)
     directory = tmp_path / "idx"
-    first = Store(directory)
-    first.add(*_chunks("a", 10, rng))
-    first.rebuild_bm25()
+    _indexed(directory, rng)
     session = Store(directory)
     session.add(*_chunks("n", 9, rng))
     session.rebuild_bm25()
