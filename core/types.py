@@ -226,6 +226,58 @@ class Finding(BaseModel):
 
 
 
+UpstreamStatus = Literal["after_yours", "in_yours", "unknown"]
+
+
+class UpstreamFix(BaseModel):
+    """A commit in a framework's public history that likely fixed the user's failure.
+
+    Found by :mod:`rlmedic.knowledge.history` from the traceback's frames and words. ``matched``
+    says what tied it to the failure (``function verl/workers/actor.py:update_policy``,
+    ``file ...``, ``module ...``, ``message``); ``release`` is the first release tag that
+    contains it ("" = not released yet); ``status`` compares it with ``yours`` (the user's
+    version of ``package``): ``after_yours`` (the fix is newer than what runs), ``in_yours``
+    (already there: look elsewhere) or ``unknown``; ``strong`` says it may lead an answer.
+    """
+
+    repo: str
+    commit: str
+    subject: str
+    pr: int | None = None
+    date: str = ""  # YYYY-MM-DD
+    release: str = ""
+    matched: str = ""
+    score: float = 0.0
+    package: str = ""
+    yours: str = ""
+    status: UpstreamStatus = "unknown"
+    strong: bool = False
+
+    @property
+    def ref(self) -> str:
+        """``owner/repo#N`` for a merged PR, ``owner/repo@sha7`` otherwise."""
+        return f"{self.repo}#{self.pr}" if self.pr else f"{self.repo}@{self.commit[:10]}"
+
+    @property
+    def url(self) -> str:
+        if "/" not in self.repo:
+            return ""
+        if self.pr:
+            return f"https://github.com/{self.repo}/pull/{self.pr}"
+        return f"https://github.com/{self.repo}/commit/{self.commit}"
+
+    @property
+    def citation(self) -> Citation:
+        return Citation(kind="issue", ref=self.ref, section=self.subject[:120], url=self.url)
+
+    def to_dict(self) -> dict[str, Any]:
+        """repo, pr, commit, subject, date, release, matched, score (and package, yours, status, strong, url)."""
+        data = self.model_dump()
+        data["score"] = round(self.score, 3)
+        data["url"] = self.url
+        return data
+
+
 class Evidence(BaseModel):
     """What one tool call established, in the shared vocabulary (the one interface composition reads).
 
@@ -250,6 +302,8 @@ class Evidence(BaseModel):
     facts: list[str] = Field(default_factory=list)  # short statements of state (a leftover pid, a damaged save)
     diff: str = ""
     versions: dict[str, str] = Field(default_factory=dict)
+    #: commits in a framework's history that match the failure (rlmedic sync-code), best first
+    upstream_fixes: list[UpstreamFix] = Field(default_factory=list)
     frameworks: list[str] = Field(default_factory=list)
     checked: str = ""
     healthy: bool = False
@@ -265,4 +319,4 @@ class Evidence(BaseModel):
     @property
     def empty(self) -> bool:
         return not (self.findings or self.fixes or self.citations or self.plan or self.advice or self.facts
-                    or self.diff or self.healthy)
+                    or self.diff or self.healthy or self.upstream_fixes)

@@ -33,6 +33,10 @@ class FakeGitHub:
     issues: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # repo -> issue objects
     timelines: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     releases: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: for sync-code: repo -> commit list items (newest first), (repo, sha) -> commit with its files, repo -> tags
+    commits: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    commit_details: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    tags: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     faults: list[tuple[str, int, dict[str, str]]] = field(default_factory=list)  # (path regex, status, headers)
     log: list[Request] = field(default_factory=list)
     url: str = ""
@@ -63,6 +67,13 @@ class FakeGitHub:
         self.timelines[(repo, number)] = timeline or []
         return issue
 
+    def add_commit(self, repo: str, sha: str, message: str, date: str, files: dict[str, str]) -> None:
+        """A commit as ``GET /repos/R/commits`` lists it (newest first: add oldest first) and as
+        ``GET /repos/R/commits/SHA`` details it (``files``: path -> unified-diff patch text)."""
+        item = {"sha": sha, "commit": {"message": message, "committer": {"date": date}, "author": {"date": date}}}
+        self.commits.setdefault(repo, []).insert(0, item)
+        self.commit_details[(repo, sha)] = {**item, "files": [{"filename": k, "patch": v} for k, v in files.items()]}
+
     def fail(self, path_regex: str, status: int, headers: dict[str, str] | None = None, times: int = 1) -> None:
         for _ in range(times):
             self.faults.append((path_regex, status, headers or {}))
@@ -73,8 +84,18 @@ class FakeGitHub:
     # -- serving -------------------------------------------------------------------------
     def route(self, path: str, query: dict[str, str]) -> Any:
         m = re.match(r"/repos/([^/]+/[^/]+)/", path)
-        if not m or m.group(1) not in self.issues:
+        if not m or (m.group(1) not in self.issues and m.group(1) not in self.commits):
             return None  # GitHub answers 404 for a repo that does not exist
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/commits", path)
+        if m:
+            since = query.get("since")
+            return [c for c in self.commits.get(m.group(1), []) if not since or c["commit"]["committer"]["date"] >= since]
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/commits/(\w+)", path)
+        if m:
+            return self.commit_details.get((m.group(1), m.group(2)))
+        m = re.fullmatch(r"/repos/([^/]+/[^/]+)/tags", path)
+        if m:
+            return self.tags.get(m.group(1), [])
         m = re.fullmatch(r"/repos/([^/]+/[^/]+)/issues", path)
         if m:
             items = sorted(self.issues.get(m.group(1), []), key=lambda i: i["updated_at"], reverse=True)
@@ -122,6 +143,16 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             if data is None:
                 record(404)
                 self._send(404, b'{"message": "Not Found"}', {"Content-Type": "application/json"})
+                return
+            if isinstance(data, dict):  # one object (a commit with its files): no pages
+                body = json.dumps(data).encode()
+                etag = '"' + hashlib.sha1(body).hexdigest() + '"'
+                if self.headers.get("If-None-Match") == etag:
+                    record(304)
+                    self._send(304, b"", {"ETag": etag})
+                    return
+                record(200)
+                self._send(200, body, {"Content-Type": "application/json", "ETag": etag})
                 return
             page = int(query.get("page", "1"))
             size = fake.page_size
