@@ -9,8 +9,8 @@ A :class:`Session` holds what a follow-up needs, with or without a model:
   and the offline engine still knows what the first answer was about;
 - the **history** of questions and what each answer concluded.
 
-A session with a thread id is saved in the data dir (``sessions/<id>/session.json``, private
-folders; its ``files/`` holds what the front door received: Slack downloads, stdin) and
+A session with a thread id is saved in the data dir (``sessions/<prefix>-<digest of the id>/session.json``,
+private folders, 0600 files; its ``files/`` holds what the front door received: Slack downloads, stdin) and
 loaded again by the next question on that thread, in any front door and after a restart.
 The LLM loop keeps the model's own messages under the same thread id. Old threads are
 pruned (by count and age), with their model memory. Everything written is redacted.
@@ -58,13 +58,55 @@ def leaving(event: Event) -> Event:
     return event
 
 
-def _safe(thread_id: str) -> str:
+#: Characters of the readable prefix in a thread's folder name (the digest makes it unique).
+PREFIX_CHARS = 40
+
+
+def folder_name(thread_id: str) -> str:
+    """The folder of ``thread_id``: a readable prefix, then a digest of the exact id.
+
+    Distinct ids never share a folder (``team/a``, ``team_a`` and ``team:a``; non-ASCII ids;
+    ``.`` and ``..``; ids equal in their first characters), which the old name-only mapping
+    allowed: a second thread then inherited the first one's attachments and findings.
+    """
+    import hashlib
+
+    digest = hashlib.sha256(thread_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    prefix = re.sub(r"[^A-Za-z0-9._-]", "_", thread_id).strip("._-")[:PREFIX_CHARS].rstrip("._-")
+    return f"{prefix}-{digest}" if prefix else digest
+
+
+def _legacy_name(thread_id: str) -> str:
+    """The folder name versions before the digest used (many ids to one name)."""
     name = re.sub(r"[^A-Za-z0-9._-]", "_", thread_id).strip("._") or "thread"
     return name[:120]
 
 
+def _read_state(folder: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((folder / "session.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_private(path: Path, state: dict[str, Any]) -> None:
+    from rlmedic.settings import private_file
+
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+    with private_file(tmp, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, default=str)  # ASCII: a lone surrogate in an id survives the round trip
+    os.replace(tmp, path)
+
+
 class SessionStore:
-    """Saved sessions under ``<data dir>/sessions``: one private folder per thread id."""
+    """Saved sessions under ``<data dir>/sessions``: one private folder per thread id.
+
+    A folder saved by a version before the digest names (``sessions/team_a``) is taken over
+    by the thread whose exact id it recorded in its ``session.json`` (renamed to the new
+    name, its paths rewritten); for any other id the old folder is not read, so a thread
+    never inherits what a colliding id left there. Unclaimed old folders are pruned by age.
+    """
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         if root is None:
@@ -73,37 +115,63 @@ class SessionStore:
             root = data_dir() / "sessions"
         self.root = Path(root)
         self._lock = threading.Lock()
+        self._root_private = False
 
     def folder(self, thread_id: str, *, create: bool = True) -> Path:
-        path = self.root / _safe(thread_id)
+        path = self.root / folder_name(thread_id)
+        if not path.exists():
+            self._adopt_legacy(thread_id, path)
         if create:
-            path.mkdir(parents=True, exist_ok=True, mode=0o700)
+            from rlmedic.settings import private_dir
+
+            if not self._root_private:  # a sessions/ folder an older version left 0755
+                private_dir(self.root)
+                os.chmod(self.root, 0o700)
+                self._root_private = True
+            private_dir(path)
         return path
+
+    def _adopt_legacy(self, thread_id: str, path: Path) -> None:
+        old = self.root / _legacy_name(thread_id)
+        if old == path or not old.is_dir():
+            return
+        state = _read_state(old)
+        if state.get("thread_id") != thread_id:
+            return  # another id's folder (or an unreadable one): this thread starts fresh
+        try:
+            os.rename(old, path)
+        except OSError:
+            return
+        before, after = str(old), str(path)
+
+        def moved(raw: Any) -> Any:
+            text = str(raw)
+            return after + text[len(before):] if text == before or text.startswith(before + os.sep) else raw
+
+        for key in ("roots", "attachments"):
+            if isinstance(state.get(key), list):
+                state[key] = [moved(p) for p in state[key]]
+        try:
+            _write_private(path / "session.json", state)
+        except OSError:
+            pass
 
     def files_dir(self, thread_id: str) -> Path:
         """Where a front door keeps the files it received for this thread (private, 0700)."""
         path = self.folder(thread_id) / "files"
         path.mkdir(exist_ok=True, mode=0o700)
+        os.chmod(path, 0o700)
         return path
 
     def known(self, thread_id: str) -> bool:
         return (self.folder(thread_id, create=False) / "session.json").is_file()
 
     def load(self, thread_id: str) -> dict[str, Any]:
-        try:
-            data = json.loads((self.folder(thread_id, create=False) / "session.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
+        return _read_state(self.folder(thread_id, create=False))
 
     def save(self, thread_id: str, state: dict[str, Any]) -> None:
         with self._lock:
-            path = self.folder(thread_id) / "session.json"
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(state, handle, ensure_ascii=False, default=str)
-            os.replace(tmp, path)
+            _write_private(self.folder(thread_id) / "session.json", state)
         self.prune(keep=thread_id)
 
     def drop(self, thread_id: str) -> None:
@@ -120,12 +188,16 @@ class SessionStore:
         entries.sort(reverse=True)
         now = time.time()
         dropped = []
+        kept = folder_name(keep) if keep else ""
         for n, (mtime, path) in enumerate(entries):
-            if path.name == _safe(keep):
+            if path.name == kept:
                 continue
             if n >= max_threads or now - mtime > max_age_s:
-                thread_id = self.load(path.name).get("thread_id") or path.name
-                self.drop(thread_id)
+                recorded = _read_state(path).get("thread_id")
+                thread_id = recorded if isinstance(recorded, str) and recorded else path.name
+                shutil.rmtree(path, ignore_errors=True)
+                if isinstance(recorded, str) and path.name in (folder_name(recorded), _legacy_name(recorded)):
+                    forget_model_memory(recorded)  # the model's memory is the exact id's, not a neighbour's
                 dropped.append(thread_id)
         return dropped
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import sqlite3
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from conftest import FIXTURES
 from rlmedic.agent.events import Final
-from rlmedic.agent.session import Session, SessionStore
+from rlmedic.agent.session import Session, SessionStore, folder_name
 
 OOM_LOG = FIXTURES / "logs" / "signatures" / "cuda-oom.log"
 
@@ -75,7 +76,7 @@ def test_old_threads_are_pruned_with_the_models_memory(tmp_path: Path, monkeypat
         con.executemany("INSERT INTO checkpoints VALUES (?)", [("t0",), ("t1",), ("t4",)])
     dropped = store.prune(max_threads=3)
     assert sorted(dropped) == ["t0", "t1"]  # older than 30 days, then the oldest beyond 3
-    assert sorted(p.name for p in store.root.iterdir()) == ["t2", "t3", "t4"]
+    assert sorted(p.name for p in store.root.iterdir()) == sorted(folder_name(f"t{n}") for n in (2, 3, 4))
     with sqlite3.connect(db) as con:
         assert [r[0] for r in con.execute("SELECT thread_id FROM checkpoints")] == ["t4"]
     assert str(home) in str(db)
@@ -97,3 +98,58 @@ def test_a_log_that_changed_since_is_read_again(tmp_path: Path) -> None:
     events = list(session.ask("and now?"))
     assert [e.name for e in events if getattr(e, "kind", "") == "tool_started"] == ["diagnose"]
     assert events[-1].answer.category == "oom_training"
+
+
+COLLIDING = ["team/a", "team_a", "team a", "team:a", ".", "..", "", "é", "ü", "日本", "É", "e\u0301",
+             "x" * 120 + "1", "x" * 120 + "2", "a" * 500, "thread", "-", "._", "a\udcff"]
+
+
+def test_distinct_thread_ids_never_share_a_folder() -> None:
+    names = [folder_name(t) for t in COLLIDING]
+    assert len(set(names)) == len(COLLIDING)
+    rng = random.Random(31)
+    alphabet = "aA0_-./: \\é日\x00\n" + "".join(chr(rng.randrange(0x80, 0x3000)) for _ in range(20))
+    seen: dict[str, str] = {}
+    for _ in range(3000):
+        tid = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 160)))
+        name = folder_name(tid)
+        assert seen.setdefault(name, tid) == tid, (tid, seen[name])
+        assert name not in (".", "..", "") and len(name) <= 73 and "/" not in name and "\x00" not in name
+        assert all(c.isascii() and (c.isalnum() or c in "._-") for c in name)
+    assert folder_name("team:1").startswith("team_1-")  # a readable prefix stays
+
+
+def test_a_colliding_thread_starts_fresh_instead_of_inheriting_another_ones_files(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions")
+    log = tmp_path / "train.log"
+    shutil.copy(OOM_LOG, log)
+    first = Session("team/a", offline=True, store=store)
+    first.attach(log)
+    answer(first, "why did it die?")
+    for other in ("team_a", "team a", "team:a"):
+        second = Session(other, offline=True, store=store)
+        assert second.attachments == [] and second.evidence == [] and second.turns == []
+    assert Session("team/a", offline=True, store=store).attachments == [log.resolve()]
+    for tid in COLLIDING:
+        store.save(tid, {"thread_id": tid})
+    for tid in COLLIDING:
+        assert store.load(tid)["thread_id"] == tid
+    assert len(list(store.root.iterdir())) == len(COLLIDING)  # "team/a" among them
+
+
+def test_a_folder_saved_under_the_old_name_is_taken_over_only_by_its_exact_id(tmp_path: Path) -> None:
+    root = tmp_path / "sessions"
+    old = root / "team_a"
+    (old / "files").mkdir(parents=True)
+    (old / "files" / "stdin.txt").write_text(OOM_LOG.read_text())
+    (old / "session.json").write_text(json.dumps({
+        "thread_id": "team:a", "roots": [str(old / "files")], "attachments": [str(old / "files" / "stdin.txt")],
+        "turns": [{"question": "why?", "category": "oom_training"}]}))
+    store = SessionStore(root)
+    # a colliding id does not read it (nor move it)
+    assert Session("team/a", offline=True, store=store).turns == [] and old.is_dir()
+    back = Session("team:a", offline=True, store=store)
+    assert [t.category for t in back.turns] == ["oom_training"]
+    new = store.folder("team:a", create=False)
+    assert not old.exists() and back.attachments == [new / "files" / "stdin.txt"]
+    assert back.context().confinement.allows(new / "files" / "stdin.txt")
