@@ -123,9 +123,14 @@ def diagnose(
     engine: str | None = None,
     streams: Sequence[Source] = (),
     catalog: Catalog | None = None,
+    all_runs: bool = False,
 ) -> Diagnosis:
     """Diagnose log files or directories of per-rank logs (gzip allowed); ``catalog`` overrides the
     shipped signatures and metric thresholds (``watch`` changes the zero-reward streak).
+
+    W&B run folders, TensorBoard log folders and JSONL/CSV metric dumps among ``paths`` are read
+    by :mod:`rlmedic.tools.runs` (their curves' health checks) and merged with the logs' diagnosis;
+    ``all_runs`` reads every run of a ``wandb/`` folder instead of its newest.
 
     ``streams`` are inputs a front door opened itself and vouches for: the CLI turns ``-``
     (stdin) and pipe paths the user typed (``/dev/stdin``, a shell's ``<(...)``) into them
@@ -135,6 +140,14 @@ def diagnose(
     paths = list(paths)
     if not paths and not streams:
         raise UserError("no log path given")
+    from rlmedic.tools.runs.diagnose import diagnose_runs, merge, split_run_paths
+
+    run_paths, paths = split_run_paths(paths, confinement)
+    if run_paths:
+        runs = diagnose_runs(run_paths, confinement=confinement, all_runs=all_runs)
+        if not paths and not streams:
+            return runs
+        return merge(runs, diagnose(paths, confinement=confinement, engine=engine, streams=streams, catalog=catalog))
     sources, skipped = expand_paths(paths, confinement) if paths else ([], [])
     sources = [*streams, *sources]
     if not sources:

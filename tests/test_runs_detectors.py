@@ -1,0 +1,183 @@
+"""The run-health rules (tools/runs/detectors.yaml) and the metric vocabulary on curves in memory:
+each pathology is found under verl's, slime's and AReaL's key names with its metric and first
+step, healthy runs stay quiet, the data files are validated, long curves keep spikes and NaNs."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from rlmedic.errors import UserError
+from rlmedic.tools.runs import detectors, vocabulary
+from rlmedic.tools.runs.curves import MAX_POINTS, Run, make_curve
+from rlmedic.tools.runs.detectors import builtin_rules, detect
+from rlmedic.tools.runs.spark import marked, sparkline
+from rlmedic.tools.runs.vocabulary import builtin_vocabulary
+
+from runs_data import KEYS, PATHOLOGIES, curves
+
+
+def _run(series: dict, **meta) -> Run:
+    run = Run(path="mem", source="jsonl", name="mem", **meta)
+    run.curves = {k: make_curve(k, s, v) for k, (s, v) in series.items()}
+    run.framework = builtin_vocabulary().framework_of(list(run.curves))
+    return run
+
+
+@pytest.mark.parametrize("framework", ["verl", "slime", "areal"])
+@pytest.mark.parametrize("pathology", sorted(PATHOLOGIES))
+def test_each_pathology_is_found_with_its_metric_and_first_step(pathology: str, framework: str) -> None:
+    series, onset = curves(pathology, framework, seed=3)
+    run = _run(series)
+    assert run.framework == framework
+    found, keys = detect(run, builtin_vocabulary())
+    rule = PATHOLOGIES[pathology]
+    hits = [d for d in found if d.id == rule]
+    assert hits, f"{rule} not found: {[d.id for d in found]}"
+    det = hits[0]
+    concept = next(r.get("concept") for r in builtin_rules()["rules"] if r["id"] == rule)
+    if rule == "nonfinite":
+        assert det.key in (KEYS[framework]["loss"], KEYS[framework]["grad_norm"])
+        assert det.step == onset
+    elif rule == "reward-val-divergence":
+        assert det.key == KEYS[framework]["val_score"]
+        assert onset <= det.step <= onset + 10  # validation is logged every 10 steps
+        assert det.before > det.after
+    else:
+        assert det.key == keys[concept] == KEYS[framework][concept]
+        assert det.step == onset
+    # nothing fires before the pathology starts (the length cap's reward fall comes after it, by design)
+    assert all(d.step >= onset for d in found)
+
+
+@pytest.mark.parametrize("framework", ["verl", "slime", "areal"])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_healthy_runs_are_quiet(framework: str, seed: int) -> None:
+    found, keys = detect(_run(curves("healthy", framework, seed=seed)[0]), builtin_vocabulary())
+    assert found == []
+    assert {"reward", "entropy", "kl", "truncation_ratio", "grad_norm", "throughput"} <= set(keys)
+
+
+def test_length_cap_reports_the_reward_before_and_after() -> None:
+    series, onset = curves("length_cap", "verl", seed=5)
+    found, _ = detect(_run(series), builtin_vocabulary())
+    det = next(d for d in found if d.id == "length-cap")
+    assert det.numbers["truncation_ratio"] > 0.7
+    assert det.numbers["reward_before"] > 0.3 and det.numbers["reward_after"] == 0.0
+    assert "critic/score/mean" in det.related
+
+
+def test_length_cap_without_a_truncation_ratio_uses_the_configured_cap() -> None:
+    series, onset = curves("length_cap", "verl", seed=5)
+    del series["response_length/clip_ratio"], series["response_length/max"]
+    run = _run(series, config={"max_response_length": 1024})
+    det = next(d for d in detect(run, builtin_vocabulary())[0] if d.id == "length-cap")
+    assert det.key == "response_length/mean" and det.step == onset and det.numbers["cap"] == 1024
+
+
+def test_zero_reward_needs_the_circuit_breakers_streak() -> None:
+    series, _ = curves("healthy", "verl", seed=1)
+    steps, values = series["critic/score/mean"]
+    values = list(values)
+    values[50:59] = [0.0] * 9  # nine zero steps: under the breaker's ten
+    series["critic/score/mean"] = (steps, values)
+    assert not [d for d in detect(_run(series), builtin_vocabulary())[0] if d.id == "zero-reward"]
+    values[50:60] = [0.0] * 10
+    series["critic/score/mean"] = (steps, values)
+    det = next(d for d in detect(_run(series), builtin_vocabulary())[0] if d.id == "zero-reward")
+    assert det.step == 51 and det.numbers["zero_points"] == 10 and not det.numbers["ongoing"]
+
+
+def test_stopped_run_against_the_age_of_its_files() -> None:
+    series, _ = curves("healthy", "verl", seed=1)
+    t_last = 1_700_000_000.0
+    rules = [r for r in builtin_rules()["rules"] if r["id"] == "run-stopped"]
+    run = _run(series, last_wall=t_last, files_mtime=t_last, step_interval=30.0)
+    assert detect(run, builtin_vocabulary(), rules, now=t_last + 600)[0] == []  # ten minutes: may be mid-step
+    det = detect(run, builtin_vocabulary(), rules, now=t_last + 7200)[0][0]
+    assert det.id == "run-stopped" and det.step == 200 and det.numbers["silent_s"] == 7200
+    slow = _run(series, last_wall=t_last, files_mtime=t_last, step_interval=600.0)  # 10-minute steps: 2 h is 12 steps
+    assert detect(slow, builtin_vocabulary(), rules, now=t_last + 7200)[0] == []
+    run.finished = True  # an exit record: finished, however old
+    assert detect(run, builtin_vocabulary(), rules, now=t_last + 7200)[0] == []
+
+
+def test_long_curves_are_bounded_and_keep_spikes_and_nans() -> None:
+    n = 100_000
+    steps = np.arange(n)
+    grad = np.ones(n)
+    grad[77_777] = 500.0
+    c = make_curve("actor/grad_norm", steps, grad)
+    assert len(c) <= MAX_POINTS + 1 and c.total == n
+    det = detectors._spike_fast(next(r for r in builtin_rules()["rules"] if r["id"] == "grad-norm-spike"), c)
+    assert det is not None and det.step <= 77_777 < det.step + math.ceil(n / MAX_POINTS)
+    loss = np.zeros(n)
+    loss[91_234] = np.nan
+    assert make_curve("actor/pg_loss", steps, loss).first_nonfinite[0] == 91_234
+
+
+def test_rolling_spike_matches_the_plain_loop() -> None:
+    rule = next(r for r in builtin_rules()["rules"] if r["id"] == "grad-norm-spike")
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        v = np.abs(rng.normal(1, 0.3, 300))
+        v[rng.integers(5, 300)] *= rng.uniform(5, 30)
+        c = make_curve("g", np.arange(300), v)
+        a, b = detectors.spike(rule, c), detectors._spike_fast(rule, c)
+        assert (a is None) == (b is None) and (a is None or a.step == b.step), trial
+
+
+def test_vocabulary_cites_every_framework_key_and_validates() -> None:
+    import yaml
+    from importlib import resources
+
+    data = yaml.safe_load(resources.files("rlmedic.tools.runs").joinpath("vocabulary.yaml").read_text())
+    for name, spec in data["concepts"].items():
+        for fw in ("verl", "slime", "areal"):
+            assert spec["keys"][fw]["source"], (name, fw)
+    bad = copy.deepcopy(data)
+    bad["concepts"]["entropy"]["keys"]["verl"]["patterns"] = ["actor/(entropy"]
+    with pytest.raises(UserError, match="bad pattern"):
+        vocabulary.validate(bad)
+    bad = copy.deepcopy(data)
+    del bad["concepts"]["kl"]["keys"]["slime"]["source"]
+    with pytest.raises(UserError, match="upstream source"):
+        vocabulary.validate(bad)
+    bad = copy.deepcopy(data)
+    bad["concepts"]["kl"]["keys"]["megatron"] = {"patterns": ["x"], "source": "y"}
+    with pytest.raises(UserError, match="unknown framework"):
+        vocabulary.validate(bad)
+
+
+def test_detector_file_validates() -> None:
+    data = copy.deepcopy(builtin_rules())
+    data["rules"][0]["check"] = "guess"
+    with pytest.raises(UserError, match="unknown check"):
+        detectors.validate(data)
+    data = copy.deepcopy(builtin_rules())
+    data["rules"][1]["fixes"]["verl"][0]["cite"] = "nowhere"
+    with pytest.raises(UserError, match="known cite"):
+        detectors.validate(data)
+    data = copy.deepcopy(builtin_rules())
+    data["rules"].append(dict(data["rules"][0]))
+    with pytest.raises(UserError, match="unique id"):
+        detectors.validate(data)
+
+
+def test_each_rule_names_a_real_card() -> None:
+    from rlmedic.knowledge.cards import card_by_id
+
+    for rule in builtin_rules()["rules"]:
+        assert card_by_id(rule["card"]).id == rule["card"]
+
+
+def test_sparkline_shape_and_marker() -> None:
+    assert sparkline([0, 1, 2, 3, 4, 5, 6, 7]) == "▁▂▃▄▅▆▇█"
+    assert sparkline([1.0, float("nan"), 1.0]) == "▄!▄"
+    text = marked("actor/entropy", range(100), [1.0] * 50 + [0.0] * 50, step=50, width=10)
+    first, second = text.splitlines()
+    assert first.startswith("actor/entropy  █████▁▁▁▁▁  1 -> 0 (steps 0-99)")
+    assert second.index("^") == len("actor/entropy  ") + 5 and second.endswith("^ step 50")

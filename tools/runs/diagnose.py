@@ -1,0 +1,378 @@
+"""Diagnose run folders: W&B runs, TensorBoard log folders, JSONL/CSV metric dumps.
+
+:func:`diagnose_runs` reads each run (``wandb.py``, ``tensorboard.py``, ``dumps.py``), runs the
+health checks of ``detectors.yaml`` on its curves and returns the same
+:class:`~rlmedic.tools.logs.diagnose.Diagnosis` a text log gets, so the CLI, the agent, the
+web app and Slack show it without knowing where it came from. A W&B run's console output
+(``files/output.log``) is diagnosed as a log beside its curves. :func:`run_kind` tells a run
+path from a log path (``tools/logs/diagnose.py`` asks it first).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rlmedic.errors import UserError
+from rlmedic.tools.runs.curves import Curve, Run
+from rlmedic.tools.runs.detectors import Detection, builtin_rules, detect
+from rlmedic.tools.runs.vocabulary import builtin_vocabulary
+from rlmedic.types import Citation, Finding, Fix, severity_rank
+
+#: How deep below a folder TensorBoard event files are looked for (verl: tensorboard_log/<project>/<experiment>/)
+TB_DEPTH = 3
+#: Points of each curve an answer carries for a plot (the web app, Slack's PNG)
+PLOT_POINTS = 300
+_ROLE = {"critical": "cause", "error": "cause", "warning": "symptom", "info": "symptom"}
+
+
+# ------------------------------------------------------------------ what a path is --
+
+
+def _event_dirs(root: Path, depth: int = TB_DEPTH) -> list[Path]:
+    from rlmedic.tools.runs.tensorboard import EVENT_GLOB
+
+    found: list[Path] = []
+    base = len(root.parts)
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        if any(f.startswith(EVENT_GLOB) for f in filenames):
+            found.append(here)
+        if len(here.parts) - base >= depth:
+            dirnames[:] = []
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")][:200]
+        if len(found) > 200:
+            break
+    return found
+
+
+def run_kind(path: Path, head: bytes | None = None) -> str | None:
+    """``wandb-root``, ``wandb-run``, ``tensorboard``, ``dump`` or None (a log or anything else)."""
+    from rlmedic.tools.runs import dumps, tensorboard, wandb
+
+    try:
+        if path.is_dir():
+            if wandb.is_wandb_root(path):
+                return "wandb-root"
+            if wandb.is_run_dir(path):
+                return "wandb-run"
+            if tensorboard.is_logdir(path):
+                return "tensorboard"
+            names = [p.name for p in list(path.iterdir())[:500]]
+            if any(n.endswith((".log", ".txt", ".out", ".err", ".gz")) for n in names):
+                return None  # a folder of logs (a TensorBoard folder inside it is not what was meant)
+            if "wandb" in names and wandb.is_wandb_root(path / "wandb"):
+                return "wandb-root"
+            return "tensorboard" if _event_dirs(path) else None
+        if path.name.endswith(".wandb"):
+            return "wandb-run"
+        if path.name.startswith(tensorboard.EVENT_GLOB):
+            return "tensorboard"
+        if path.name.lower().endswith(dumps.SUFFIXES):
+            if head is None:
+                with open(path, "rb") as fh:
+                    head = fh.read(16384)
+            return "dump" if dumps.is_dump(path, head) else None
+    except OSError:
+        return None
+    return None
+
+
+def _expand(kind: str, path: Path, all_runs: bool) -> list[tuple[str, Path]]:
+    from rlmedic.tools.runs import wandb
+
+    if kind == "wandb-root":
+        root = path / "wandb" if not wandb.is_wandb_root(path) else path
+        runs = wandb.runs_in(root)
+        return [("wandb-run", r) for r in (runs if all_runs else runs[-1:])]
+    if kind == "tensorboard" and path.is_dir() and not any(p.name.startswith("events.out.tfevents.") for p in path.iterdir()):
+        dirs = sorted(_event_dirs(path), key=lambda d: max(f.stat().st_mtime for f in d.iterdir() if f.is_file()))
+        return [("tensorboard", d) for d in (dirs if all_runs else dirs[-1:])]
+    return [(kind, path)]
+
+
+def load_run(kind: str, path: Path, confinement: Any = None) -> Run:
+    from rlmedic.tools.runs import dumps, tensorboard, wandb
+
+    vocab = builtin_vocabulary()
+    if kind == "wandb-run":
+        run = wandb.read_run(path, confinement)
+    elif kind == "tensorboard":
+        run = tensorboard.read_logdir(path, confinement)
+    elif kind == "dump":
+        run = dumps.read_dump(path, vocab.step_keys, confinement)
+    else:
+        raise UserError(f"{path}: not a W&B run, TensorBoard log folder or metric dump")
+    for k in vocab.step_keys:
+        run.curves.pop(k, None)
+    run.framework = vocab.framework_of(list(run.curves))
+    return run
+
+
+# ------------------------------------------------------------------ findings -------
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return str(v)
+        if v == int(v) and abs(v) < 1e6:
+            return str(int(v))
+        return f"{v:.3g}"
+    return str(v)
+
+
+def _fixes(rule: dict[str, Any], framework: str) -> list[Fix]:
+    cites = builtin_rules().get("citations") or {}
+    table = rule.get("fixes") or {}
+    chosen = table.get(framework) or table.get("generic") or []
+    out = []
+    for f in chosen:
+        c = cites[f["cite"]]
+        citation = Citation.doc(c["ref"], c.get("section", ""), url=c.get("url", ""))
+        key = str(f.get("key") or "")
+        out.append(Fix(action=f"{f['action']}: {key}" + (f" = {f['value']}" if "value" in f else "") if key else f["action"],
+                       op="set" if key and "value" in f else "action", key=key, new=f.get("value"),
+                       framework=framework if framework in table else "", rule=rule["id"], citations=(citation,)))
+    return out
+
+
+def _summary(det: Detection, run: Run) -> str:
+    r = det.rule
+    n = det.numbers
+    if r["check"] == "stopped":
+        when = datetime.fromtimestamp(n["last_write"], tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        gap = f", {n['silent_s'] / n['step_interval_s']:.0f}x the usual {n['step_interval_s']:.3g} s between steps" \
+            if n.get("step_interval_s") else ""
+        what = "no exit record" if run.source == "wandb" else f"{run.source} keeps no exit record"
+        return (f"{r['title']} ({what}; last step {n['last_step']}, last write {when}, silent for "
+                f"{n['silent_s'] / 3600:.1f} h{gap}): W&B would still show it running")
+    if r["check"] == "nonfinite":
+        return f"{r['title']} ({det.key} became {n['value']} at step {det.step}; before {_fmt(det.before)})"
+    if r["check"] == "zero_streak":
+        tail = "until the end" if n["ongoing"] else f"to step {n['until_step']}"
+        return (f"{r['title']} ({det.key} {_fmt(det.before)} -> 0 from step {det.step}, {n['zero_points']} points {tail}; "
+                f"every rollout scores 0: a dead inference server or a broken reward function; a circuit breaker stops after "
+                f"{r.get('min_steps', 10)})")
+    if r["check"] == "spike":
+        return f"{r['title']} ({det.key} {_fmt(det.after)} at step {det.step}, {n['ratio']:.0f}x the median {_fmt(det.before)} before it)"
+    text = f"{r['title']} ({det.key} {_fmt(det.after)} from step {det.step}; it was {_fmt(det.before)} before"
+    if r["check"] == "length_cap" and n.get("cap"):
+        text += f"; cap {_fmt(float(n['cap']))} tokens"
+    if det.extra:
+        text += f"; {det.extra}"
+    return text + ")"
+
+
+def _plot(c: Curve) -> list[list[float]]:
+    n = len(c)
+    stride = max(1, math.ceil(n / PLOT_POINTS))
+    return [[int(c.steps[i]), float(c.values[i]) if math.isfinite(float(c.values[i])) else str(float(c.values[i]))]
+            for i in range(0, n, stride)]
+
+
+def finding_for(det: Detection, run: Run, *, label: str = "") -> Finding:
+    from rlmedic.tools.runs.spark import marked
+
+    rule = det.rule
+    keys = [det.key, *[k for k in det.related if k != det.key]]
+    curves = [run.curves[k] for k in keys if k in run.curves]
+    excerpt = "\n".join(marked(c.key, c.steps, c.values, det.step) for c in curves)
+    numbers = {k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v) for k, v in det.numbers.items()
+               if v is not None and k != "last_write"}
+    evidence: dict[str, Any] = {
+        "metric": det.key,
+        "step": det.step,
+        "before": det.before,
+        "after": det.after,
+        "numbers": numbers,
+        "excerpt": excerpt,
+        "series": det.key,
+        "signature": f"curve:{rule['id']}",
+        "role": _ROLE[rule["severity"]],
+        "count": 1,
+        "occurrences": [f"{run.path} step {det.step}"],
+        "run": run.path,
+        "source": run.source,
+        "plot": {"step": det.step, "curves": {c.key: _plot(c) for c in curves}},
+    }
+    if run.framework:
+        evidence["framework"] = run.framework
+    summary = _summary(det, run)
+    if label:
+        summary = f"{label}: {summary}"
+    card = str(rule.get("card") or "")
+    citations = [Citation.card(card)] if card else []
+    return Finding(id=rule["id"], category=rule["category"], severity=rule["severity"], summary=summary,
+                   file=run.path, line=None, key=det.key, rule=rule["id"], evidence=evidence,
+                   fixes=_fixes(rule, run.framework), citations=citations, card=card)
+
+
+def _checked(run: Run, keys: dict[str, str]) -> list[str]:
+    vocab = builtin_vocabulary()
+    rules = builtin_rules()["rules"]
+    done, missing = [], []
+    for rule in rules:
+        concept = rule.get("concept")
+        if rule["check"] == "stopped":
+            done.append("stopped run (exit record, age of the files)")
+        elif rule["check"] == "nonfinite":
+            present = [keys[c] for c in rule["concepts"] if c in keys]
+            (done if present else missing).append(f"NaN/Inf ({', '.join(present)})" if present else "NaN/Inf")
+        elif concept in keys:
+            done.append(f"{rule['title'].split(' ', 1)[0]} {rule['id']} ({keys[concept]})")
+        else:
+            missing.append(f"{rule['id']} (no {vocab.concepts[concept].label} metric)")
+    steps = run.last_step
+    out = [f"{run.source} run {run.name}: {len(run.curves)} curves, last step {steps}"
+           + (f", framework {run.framework}" if run.framework else "")]
+    out.append("checks: " + "; ".join(done))
+    if missing:
+        out.append("not checked: " + "; ".join(missing))
+    end = {True: f"an exit record (code {run.exit_code})", False: f"an exit record with code {run.exit_code}",
+           None: "no exit record"}[run.finished]
+    out.append(f"end of the run: {end}")
+    return out
+
+
+def diagnose_runs(paths: list[str | os.PathLike[str]], *, confinement: Any = None, all_runs: bool = False,
+                  now: float | None = None) -> Any:
+    """Diagnose run folders and metric dumps; a :class:`~rlmedic.tools.logs.diagnose.Diagnosis`."""
+    from rlmedic.tools.logs.diagnose import Diagnosis
+
+    started = time.perf_counter()
+    targets: list[tuple[str, Path]] = []
+    for raw in paths:
+        path = confinement.existing(raw) if confinement is not None else Path(raw)
+        kind = run_kind(path)
+        if kind is None:
+            raise UserError(f"{raw}: not a W&B run, TensorBoard log folder or JSONL/CSV metric dump")
+        found = _expand(kind, path, all_runs)
+        if not found:
+            raise UserError(f"{raw}: no runs in this folder")
+        targets += found
+    findings: list[Finding] = []
+    checked: list[str] = []
+    runs: list[dict[str, Any]] = []
+    log_results: list[Any] = []
+    finished_all = True
+    last_step = None
+    frameworks: set[str] = set()
+    vocab = builtin_vocabulary()
+    for kind, path in targets:
+        run = load_run(kind, path, confinement)
+        dets, keys = detect(run, vocab, now=now)
+        label = run.name if len(targets) > 1 else ""
+        findings += [finding_for(d, run, label=label) for d in dets]
+        checked += _checked(run, keys)
+        finished_all = finished_all and run.finished is True
+        if run.last_step is not None:
+            last_step = max(last_step or 0, run.last_step)
+        if run.framework:
+            frameworks.add(run.framework)
+        runs.append({"path": run.path, "source": run.source, "name": run.name, "curves": len(run.curves),
+                     "points": sum(c.total for c in run.curves.values()), "last_step": run.last_step,
+                     "finished": run.finished, "exit_code": run.exit_code, "framework": run.framework,
+                     "concepts": keys, "notes": run.notes})
+        log = _console_diagnosis(run, confinement)
+        if log is not None:
+            log_results.append(log)
+    findings.sort(key=lambda f: (severity_rank(f.severity), f.evidence.get("step") or 0))
+    root = 0 if findings and severity_rank(findings[0].severity) <= severity_rank("error") else None
+    if root is not None:  # the earliest serious finding is the root: what went wrong first explains the rest
+        serious = [f for f in findings if severity_rank(f.severity) <= severity_rank("error")]
+        first = min(serious, key=lambda f: (f.evidence.get("step") or 0, severity_rank(f.severity)))
+        findings.remove(first)
+        findings.insert(0, first)
+    verdict = "failed" if root is not None else ("finished" if finished_all else ("healthy" if last_step is not None else "no-errors"))
+    warnings = [f.id for f in findings if f.severity == "warning"]
+    health: dict[str, Any] = {"verdict": verdict, "checked": checked}
+    if warnings:
+        health["warnings"] = warnings
+    stats: dict[str, Any] = {
+        "files": len(targets), "lines": 0, "bytes": 0, "last_step": last_step, "clean_shutdown": finished_all,
+        "frameworks": sorted(frameworks), "runs": runs, "health": health,
+        "signatures_matched": sorted({f.id for f in findings}),
+    }
+    diagnosis = Diagnosis(findings=findings, root=root, stats=stats)
+    for log in log_results:
+        diagnosis = merge(diagnosis, log)
+    diagnosis.stats["seconds"] = round(time.perf_counter() - started, 3)
+    return diagnosis
+
+
+def _console_diagnosis(run: Run, confinement: Any) -> Any:
+    """The run's console output diagnosed as a log (crashes the curves cannot show), or None."""
+    from rlmedic.tools.logs.diagnose import diagnose, diagnose_texts
+
+    try:
+        if run.log_file:
+            return diagnose([run.log_file], confinement=confinement) if confinement is not None else \
+                diagnose_texts([(run.log_file, Path(run.log_file).read_text(encoding="utf-8", errors="replace"))])
+        lines = run.config.get("_output_lines")
+        if lines:
+            return diagnose_texts([(f"{run.path}/output (transaction log)", "\n".join(lines))])
+    except UserError:
+        return None
+    return None
+
+
+def merge(curves: Any, log: Any) -> Any:
+    """One diagnosis from a run's curves and its console log: the worse root leads, the rest follow."""
+    from rlmedic.tools.logs.diagnose import Diagnosis
+
+    log_root = log.root_finding
+    # the log's interruption guess is the curves' stopped-run check, which knows the files' age: keep one
+    log_findings = [f for f in log.findings if f.id != "probable-interruption"]
+    if log_root is not None and log_root.id == "probable-interruption":
+        log_root = None
+    cur_root = curves.root_finding
+    if log_root is not None and (cur_root is None or severity_rank(log_root.severity) < severity_rank(cur_root.severity)):
+        first, rest = [log_root, *[f for f in log_findings if f is not log_root]], curves.findings
+        for f in rest:
+            f.root = None
+    else:
+        first, rest = curves.findings, log_findings
+        for f in rest:
+            f.root = None
+    findings = [*first, *rest]
+    root = 0 if (log_root is not None or cur_root is not None) and findings else None
+    stats = dict(curves.stats)
+    stats["files"] = stats.get("files", 0) + log.stats.get("files", 0)
+    stats["lines"] = stats.get("lines", 0) + log.stats.get("lines", 0)
+    stats["bytes"] = stats.get("bytes", 0) + log.stats.get("bytes", 0)
+    stats["frameworks"] = sorted(set(stats.get("frameworks") or []) | set(log.stats.get("frameworks") or []))
+    stats["signatures_matched"] = sorted(set(stats.get("signatures_matched") or []) | {f.id for f in log_findings})
+    health = dict(stats.get("health") or {})
+    log_health = log.stats.get("health") or {}
+    health["checked"] = [*(health.get("checked") or []), *[f"console log: {c}" for c in log_health.get("checked") or []]]
+    if root is not None:
+        health["verdict"] = "failed"
+    stats["health"] = health
+    return Diagnosis(findings=findings, root=root, stats=stats, hits=log.hits, files=log.files)
+
+
+def split_run_paths(paths: list[Any], confinement: Any = None) -> tuple[list[Any], list[Any]]:
+    """``(run paths, other paths)``: what :func:`diagnose_runs` reads and what stays a log. Cheap for logs
+    (a name check); a path that does not resolve stays with the logs, whose reader reports it."""
+    runs, logs = [], []
+    for raw in paths:
+        try:
+            path = confinement.existing(raw) if confinement is not None else Path(raw)
+        except (UserError, OSError):
+            logs.append(raw)
+            continue
+        head = None
+        if path.is_file() and path.name.lower().endswith((".jsonl", ".csv", ".ndjson")) and confinement is not None:
+            try:
+                head = confinement.read_bytes(path, max_bytes=16384)
+            except (UserError, OSError):
+                head = b""
+        (runs if run_kind(path, head) else logs).append(raw)
+    return runs, logs

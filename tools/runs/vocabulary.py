@@ -1,0 +1,111 @@
+"""The metric vocabulary: which key of which framework is which concept (``vocabulary.yaml``).
+
+verl logs ``actor/entropy``, slime ``train/entropy_loss``, AReaL ``ppo_actor/update/entropy/avg``:
+one concept, three names. Detectors ask for a concept; :meth:`Vocabulary.pick` answers with the
+run's key for it, trying the run's own framework first, then the others, then generic names.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from rlmedic.errors import UserError
+
+FRAMEWORKS = ("verl", "slime", "areal")
+DIRECTIONS = ("up", "down", "none")
+
+
+@dataclass(frozen=True)
+class Concept:
+    name: str
+    label: str
+    direction: str
+    #: framework (or "generic") -> compiled patterns, most specific first
+    patterns: dict[str, tuple[re.Pattern[str], ...]]
+    sources: dict[str, str]
+
+
+class Vocabulary:
+    def __init__(self, data: dict[str, Any]) -> None:
+        validate(data)
+        self.step_keys: tuple[str, ...] = tuple(data["step_keys"])
+        self.concepts: dict[str, Concept] = {}
+        for name, spec in data["concepts"].items():
+            pats = {fw: tuple(re.compile(p) for p in entry["patterns"]) for fw, entry in spec["keys"].items()}
+            self.concepts[name] = Concept(name, spec["label"], spec["direction"], pats,
+                                          {fw: entry.get("source", "") for fw, entry in spec["keys"].items()})
+        self.framework_rules = {fw: tuple(re.compile(p) for p in pats) for fw, pats in data["frameworks"].items()}
+
+    def framework_of(self, keys: list[str]) -> str:
+        """The framework whose own key names the run carries most of ("" when none)."""
+        counts = {fw: sum(1 for k in keys if any(rx.fullmatch(k) for rx in rxs)) for fw, rxs in self.framework_rules.items()}
+        best = max(counts, key=lambda fw: counts[fw])
+        return best if counts[best] else ""
+
+    def pick(self, concept: str, keys: list[str], framework: str = "") -> str | None:
+        """The run's key for ``concept``: its framework's names first, then the others', then generic ones."""
+        c = self.concepts[concept]
+        order = [framework] if framework in c.patterns else []
+        order += [fw for fw in FRAMEWORKS if fw in c.patterns and fw != framework] + ["generic"]
+        for fw in order:
+            for rx in c.patterns.get(fw, ()):
+                for k in keys:
+                    if rx.fullmatch(k):
+                        return k
+        return None
+
+    def assign(self, keys: list[str], framework: str = "") -> dict[str, str]:
+        """concept -> key for every concept the run has (a key serves one concept only)."""
+        out: dict[str, str] = {}
+        used: set[str] = set()
+        for name in self.concepts:
+            free = [k for k in keys if k not in used]
+            k = self.pick(name, free, framework)
+            if k is not None:
+                out[name] = k
+                used.add(k)
+        return out
+
+
+def validate(data: Any) -> None:
+    """One clear error for a malformed vocabulary (unknown framework, bad regex, missing source)."""
+    if not isinstance(data, dict) or not isinstance(data.get("concepts"), dict):
+        raise UserError("vocabulary: a mapping with 'concepts' is required")
+    if not isinstance(data.get("step_keys"), list):
+        raise UserError("vocabulary: 'step_keys' must be a list")
+    for name, spec in data["concepts"].items():
+        where = f"vocabulary: concept {name!r}"
+        if not isinstance(spec, dict) or not spec.get("label") or spec.get("direction") not in DIRECTIONS:
+            raise UserError(f"{where}: needs a label and a direction ({', '.join(DIRECTIONS)})")
+        keys = spec.get("keys")
+        if not isinstance(keys, dict) or not keys:
+            raise UserError(f"{where}: needs keys per framework")
+        for fw, entry in keys.items():
+            if fw not in (*FRAMEWORKS, "generic"):
+                raise UserError(f"{where}: unknown framework {fw!r}")
+            if not isinstance(entry, dict) or not entry.get("patterns"):
+                raise UserError(f"{where}/{fw}: needs patterns")
+            if fw != "generic" and not entry.get("source"):
+                raise UserError(f"{where}/{fw}: needs the upstream source of its key names")
+            for p in entry["patterns"]:
+                try:
+                    re.compile(p)
+                except re.error as exc:
+                    raise UserError(f"{where}/{fw}: bad pattern {p!r}: {exc}") from None
+    for fw, pats in (data.get("frameworks") or {}).items():
+        if fw not in FRAMEWORKS:
+            raise UserError(f"vocabulary: frameworks: unknown framework {fw!r}")
+        for p in pats:
+            re.compile(p)
+
+
+@functools.lru_cache(maxsize=1)
+def builtin_vocabulary() -> Vocabulary:
+    import yaml
+
+    text = resources.files("rlmedic.tools.runs").joinpath("vocabulary.yaml").read_text(encoding="utf-8")
+    return Vocabulary(yaml.safe_load(text))
