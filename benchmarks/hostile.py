@@ -22,7 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from hostile_cases import MAX_SECONDS, build_cases, judge, run_case  # noqa: E402
+from hostile_cases import MAX_SECONDS, build_cases, judge, remove_deep_folder, run_case  # noqa: E402
+
+
+def _cleaned(cases: list, deep: Path):  # noqa: ANN202 - the cases, then the deep tree taken apart
+    try:
+        yield from cases
+    finally:
+        remove_deep_folder(deep)
 
 
 def main() -> int:
@@ -34,7 +41,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         cases, before = build_cases(Path(tmp) / "inputs")
         rows = []
-        for case in cases:
+        for case in _cleaned(cases, Path(tmp) / "inputs" / "deep_tree"):
             if args.only not in case.name:
                 continue
             outcome = run_case(case, Path(tmp))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -27,7 +27,40 @@ DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_ENTRIES = 200_000
 
 __all__ = ["REDACTED", "Confinement", "FileEntry", "WalkResult", "looks_binary", "redact", "redact_value",
-           "secret_kinds", "write_new_text"]
+           "secret_kinds", "walk_tree", "write_new_text"]
+
+
+def walk_tree(top: str | os.PathLike[str], onerror: Callable[[OSError], None] | None = None
+              ) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk(top, followlinks=False)`` (top-down, ``dirs`` may be pruned in place), without recursion.
+
+    Python 3.11's ``os.walk`` (and ``Path.rglob``) recurse once per folder level, so a tree
+    3,000 folders deep raised ``RecursionError``; this one keeps an explicit stack, and a
+    folder too deep for the OS to name (``ENAMETOOLONG``) goes to ``onerror`` like any
+    folder that cannot be listed.
+    """
+    stack = [os.fspath(top)]
+    while stack:
+        root = stack.pop()
+        dirs: list[str] = []
+        files: list[str] = []
+        links: set[str] = set()  # listed among the dirs (as os.walk does), never entered
+        try:
+            with os.scandir(root) as entries:
+                for entry in entries:
+                    try:
+                        is_dir = entry.is_dir()
+                        if is_dir and entry.is_symlink():
+                            links.add(entry.name)
+                    except OSError:
+                        is_dir = False
+                    (dirs if is_dir else files).append(entry.name)
+        except OSError as exc:
+            if onerror is not None:
+                onerror(exc)
+            continue
+        yield root, dirs, files
+        stack.extend(os.path.join(root, d) for d in reversed(dirs) if d not in links)
 
 
 def write_new_text(

@@ -99,6 +99,8 @@ class ToolCache:
     @staticmethod
     def _files(paths: list[str], confinement: Any) -> list[Path] | None:
         """Every regular file the paths name (folders walked, sorted), each allowed by ``confinement``."""
+        from rlmedic.confine import walk_tree
+
         out: list[Path] = []
         for given in paths:
             resolved = confinement.existing(given)
@@ -107,7 +109,7 @@ class ToolCache:
                 continue
             if not resolved.is_dir():
                 return None  # a pipe or a device: read once, never the same twice
-            for root, dirs, names in os.walk(resolved, followlinks=False):
+            for root, dirs, names in walk_tree(resolved):  # not os.walk: it recursed, a deep tree crashed
                 dirs.sort()
                 for name in sorted(names):
                     full = Path(root) / name

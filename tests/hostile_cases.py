@@ -155,6 +155,42 @@ def judge(case: Case, outcome: Outcome, before: dict[Path, bytes]) -> list[str]:
 # --------------------------------------------------------------------------- the inputs
 
 
+def deep_folder(base: Path, depth: int, name: str = "d") -> Path:
+    """``base`` with ``depth`` nested folders and an OOM log at the bottom and the top (built with
+    ``dir_fd``: the bottom path is longer than the OS lets one call name)."""
+    base.mkdir(parents=True, exist_ok=True)
+    (base / "top.log").write_text("step 1 loss 0.5\n[rank0]: torch.OutOfMemoryError: CUDA out of memory. "
+                                  "Tried to allocate 2.00 GiB.\n")
+    fd = os.open(base, os.O_RDONLY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        out = os.open("bottom.log", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(out, b"[rank0]: torch.OutOfMemoryError: CUDA out of memory.\n")
+        os.close(out)
+    finally:
+        os.close(fd)
+    return base
+
+
+def remove_deep_folder(base: Path, name: str = "d") -> None:
+    """Take apart what :func:`deep_folder` built, one level at a time near the top (``shutil.rmtree``,
+    and so pytest's and ``TemporaryDirectory``'s clean-up, recurse once per level and fail on it)."""
+    top = base / name
+    spare = base / (name + ".up")
+    while top.is_dir():
+        if (top / name).is_dir():
+            os.rename(top / name, spare)
+        for entry in os.scandir(top):
+            os.unlink(entry.path)
+        os.rmdir(top)
+        if spare.is_dir():
+            os.rename(spare, top)
+
+
 def _fifo(path: Path) -> Path:
     os.mkfifo(path)
     return path
@@ -274,6 +310,8 @@ def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
     quoted_yaml = tmp / "quoted_dict.yaml"
     quoted_yaml.write_text(f"env_vars: '{{''WANDB_API_KEY'': ''{PLANTED_KEY}''}}'\n" + (CONFIGS / "areal" / "mb_tokens.yaml").read_text())
 
+    deep = deep_folder(tmp / "deep_tree", 3000)  # issue 31: os.walk recursed once per level
+
     H = HOSTILE
     cases = [
         # memory: YAML bombs
@@ -353,6 +391,11 @@ def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
         Case("fix-config-coloured-key", ["fix-config", str(ansi_sh)], expect="ok", stdout_lacks=PLANTED_KEY),
         Case("lint-config-coloured-key", ["lint-config", "--json", str(ansi_sh)], expect="ok", stdout_lacks=PLANTED_KEY),
         Case("fix-config-quoted-dict-repr", ["fix-config", str(quoted_yaml)], expect="ok", stdout_lacks=PLANTED_KEY),
+        # issue 31
+        Case("diagnose-3000-deep-folder", ["diagnose", str(deep)], expect="ok", stdout_has="out of memory",
+             max_seconds=10),
+        Case("excerpt-3000-deep-folder", ["excerpt", str(deep)], expect="ok", stdout_has="OutOfMemoryError",
+             max_seconds=10),
     ]
     before = {p: p.read_bytes() for case in cases for p in case.unchanged}
     return cases, before

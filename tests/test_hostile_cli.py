@@ -13,14 +13,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from hostile_cases import build_cases, judge, run_case
+from hostile_cases import build_cases, judge, remove_deep_folder, run_case
 
 
 @pytest.mark.slow
 def test_every_hostile_input_is_an_error_line_or_a_result(tmp_path: Path) -> None:
     cases, before = build_cases(tmp_path / "inputs")
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        outcomes = list(pool.map(lambda c: run_case(c, tmp_path), cases))
+    try:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            outcomes = list(pool.map(lambda c: run_case(c, tmp_path), cases))
+    finally:
+        remove_deep_folder(tmp_path / "inputs" / "deep_tree")
     problems: list[str] = []
     for case, outcome in zip(cases, outcomes):
         mine = {p: data for p, data in before.items() if p in case.unchanged}

@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from rlmedic.confine import Confinement, looks_binary, redact
+from rlmedic.confine import Confinement, looks_binary, redact, walk_tree
 from rlmedic.errors import AccessDenied, UserError
 from rlmedic.tools.logs.signatures import Catalog, Literal, Signature, required_literals
 
@@ -584,7 +584,7 @@ def expand_paths(
             where = os.path.join(str(given), os.path.relpath(exc.filename or resolved, resolved))
             skipped.append({"file": where, "reason": f"cannot list ({exc.strerror or exc})"})
 
-        for root, dirs, files in os.walk(resolved, followlinks=False, onerror=unlistable):
+        for root, dirs, files in walk_tree(resolved, onerror=unlistable):  # not os.walk: it recursed
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
             for fname in sorted(files):
                 if fname.startswith("."):
