@@ -99,6 +99,8 @@ class Answer:
     #: cause, fixes, diff, sources), shown after the model's text, so a model never leaves the user
     #: with less than the offline engine would have given
     grounded: str = ""
+    #: commits in a framework's synced history that likely fixed the failure (agent/upstream.py), best first
+    upstream_fixes: list[dict[str, Any]] = field(default_factory=list)
 
     def cite(self, citation: Citation) -> int:
         """Add ``citation`` once; its 1-based number for ``[n]`` references."""
@@ -123,6 +125,7 @@ class Answer:
             "details": self.details,
             "needs": self.needs,
             "grounded": self.grounded,
+            "upstream_fixes": self.upstream_fixes,
         }
 
 

@@ -40,8 +40,15 @@ class Failure:
     evidence: Any = None
 
 
+def _env_listing(peek: bytes) -> bool:
+    from rlmedic.versions import looks_like_env
+
+    return looks_like_env(peek.decode("utf-8", errors="replace"))
+
+
 def classify(path: Path, peek: bytes) -> str:
-    """``log``, ``config``, ``snapshot`` or ``checkpoints`` for one attachment."""
+    """``log``, ``config``, ``snapshot``, ``env`` (pip freeze, pip list, conda list, ``rlmedic env --json``:
+    the training environment's versions, recognised by content) or ``checkpoints`` for one attachment."""
     if path.is_dir():
         names = [p.name for p in list(path.iterdir())[:200] if not p.name.startswith(".")]
         if any(n.startswith(CHECKPOINT_MARKERS) for n in names):
@@ -50,6 +57,8 @@ def classify(path: Path, peek: bytes) -> str:
         return "log" if any(n.endswith(LOG_SUFFIXES) for n in names) else "checkpoints"
     name = path.name.lower()
     head = peek.lstrip()[:1]
+    if not name.endswith(CONFIG_SUFFIXES) and _env_listing(peek):
+        return "env"
     if name.endswith(".json") and head == b"{" and (b'"gpus"' in peek or b'"nvml"' in peek or b'"driver' in peek):
         return "snapshot"
     if name.endswith(CONFIG_SUFFIXES):
@@ -59,10 +68,10 @@ def classify(path: Path, peek: bytes) -> str:
 
 def plan_calls(attachments: Sequence[Path], peek: Callable[[Path], bytes]) -> list[tuple[str, dict[str, Any]]]:
     """The deterministic tool calls for these attachments."""
-    kinds: dict[str, list[str]] = {"log": [], "config": [], "snapshot": [], "checkpoints": []}
+    kinds: dict[str, list[str]] = {"log": [], "config": [], "snapshot": [], "checkpoints": [], "env": []}
     for path in attachments:
         kinds[classify(path, b"" if path.is_dir() else peek(path))].append(str(path))
-    calls: list[tuple[str, dict[str, Any]]] = []
+    calls: list[tuple[str, dict[str, Any]]] = [("read_env", {"path": p}) for p in kinds["env"]]
     if kinds["log"]:
         calls.append(("diagnose", {"paths": kinds["log"]}))
     snapshot = kinds["snapshot"][0] if kinds["snapshot"] else None

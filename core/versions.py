@@ -201,6 +201,88 @@ def from_env_json(data: str | dict[str, Any]) -> dict[str, str]:
     return out
 
 
+_CONDA_LINE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s+(" + _VERSION + r")\s+\S+(?:\s+\S+)?\s*$")
+
+
+def from_conda(text: str) -> dict[str, str]:
+    """``conda list`` (name, version, build, channel; ``#`` header lines) -> {package: version}."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        m = _CONDA_LINE.match(line)
+        if m:
+            out[canonical(m.group(1))] = m.group(2)
+    return out
+
+
+def from_pip_json(data: str | list[Any]) -> dict[str, str]:
+    """``pip list --format=json`` ([{name, version}, ...]) -> {package: version}."""
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            return {}
+    if not isinstance(data, list):
+        return {}
+    return {canonical(str(d["name"])): str(d["version"]) for d in data
+            if isinstance(d, dict) and d.get("name") and d.get("version")}
+
+
+#: What an environment listing looks like, by its first lines: the reader that fits it.
+EnvKind = Literal["pip-json", "rlmedic-env", "conda", "pip", ""]
+
+
+def env_kind(text: str) -> EnvKind:
+    """Which listing ``text`` is (``pip freeze``/``pip list``, its JSON, ``conda list``, ``rlmedic env --json``),
+    "" when it is none of them (a log, a config). Decided by content, so an upload needs no special name."""
+    head = text.lstrip()[:4000]
+    if head.startswith("["):
+        return "pip-json" if from_pip_json(text) else ""
+    if head.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return ""
+        return "rlmedic-env" if isinstance(data, dict) and isinstance(data.get("packages"), dict) else ""
+    lines = [line for line in head.splitlines() if line.strip()][:40]
+    if not lines:
+        return ""
+    if any(line.startswith("# packages in environment at") for line in lines[:3]) or (
+            sum(bool(_CONDA_LINE.match(line)) for line in lines) >= 0.8 * len(lines)
+            and sum(bool(_PIP_LINE.match(line)) for line in lines) < 0.5 * len(lines)):
+        return "conda"
+    listed = [line for line in lines if not line.startswith(("Package", "-----", "#"))]
+    if listed and sum(bool(_PIP_LINE.match(line) or _PIP_AT.match(line)) for line in listed) >= 0.8 * len(listed):
+        return "pip"
+    return ""
+
+
+_JSON_LISTING = re.compile(r'^\s*\[\s*\{\s*"name"\s*:\s*"[^"]+"\s*,\s*"version"\s*:|^\s*\{[^{}]*"python"\s*:[\s\S]*"packages"\s*:\s*\{')
+
+
+def looks_like_env(peek: str) -> bool:
+    """Whether the first few KiB of a file are an environment listing (a cut JSON listing counts)."""
+    if _JSON_LISTING.match(peek):
+        return True
+    whole = peek if len(peek) < 4000 else peek[: peek.rfind("\n") + 1]
+    return env_kind(whole) in ("pip", "conda")
+
+
+def from_env_listing(text: str) -> dict[str, str]:
+    """Every package of an environment listing (see :func:`env_kind`); {} when the text is not one."""
+    kind = env_kind(text)
+    if kind == "pip-json":
+        return from_pip_json(text)
+    if kind == "rlmedic-env":
+        return from_env_json(text)
+    if kind == "conda":
+        return from_conda(text)
+    if kind == "pip":
+        return from_pip(text)
+    return {}
+
+
 #: Of a text longer than twice this, only the head and the tail are read for versions.
 BIG_TEXT_PART = 200_000
 

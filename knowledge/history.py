@@ -755,7 +755,7 @@ def match(history: History, query: FailureQuery, *, versions: dict[str, str] | N
             yours = versions.get(package, "")
             out.append(UpstreamFix(repo=repo, commit=sha, subject=subject, pr=pr, date=_day(date), release=release or "",
                                    matched=matched, score=round(score, 4), package=package, yours=yours,
-                                   status=_status(release or "", yours), strong=strong))
+                                   status=status_for(release or "", yours), strong=strong))
     out.sort(key=lambda f: (-f.score, f.date))
     newer = [f for f in out if f.status != "in_yours"][:k]
     already = [f for f in out if f.status == "in_yours"][:1]
@@ -764,7 +764,7 @@ def match(history: History, query: FailureQuery, *, versions: dict[str, str] | N
     return newer
 
 
-def _status(release: str, yours: str) -> str:
+def status_for(release: str, yours: str) -> str:
     """``in_yours`` when the first release holding the commit is at or below the user's, ``after_yours`` when
     it is newer or unreleased, ``unknown`` without a comparable user version."""
     if not yours or parse(yours) is None:

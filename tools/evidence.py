@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlmedic.types import Citation, Evidence, Finding, Fix, severity_rank
+from rlmedic.types import Citation, Evidence, Finding, Fix, UpstreamFix, severity_rank
 
 GIB = 2**30
 
@@ -56,7 +56,34 @@ def diagnosis_evidence(d: Any) -> Evidence:
         subject="logs", findings=findings, root=0 if root is not None else None, fixes=list(root.fixes) if root is not None else [],
         citations=citations, facts=facts, frameworks=list(stats.get("frameworks") or []),
         checked=checked, healthy=healthy, verdict=str(health.get("verdict") or ""),
+        versions={str(k): str(v) for k, v in (stats.get("versions") or {}).items()},
+        upstream_fixes=_upstream(stats.get("upstream_fixes")),
     )
+
+
+def _upstream(items: Any) -> list[UpstreamFix]:
+    """Upstream fixes kept in a result as JSON (``stats.upstream_fixes``) back as models."""
+    out = []
+    for item in items or ():
+        try:
+            out.append(item if isinstance(item, UpstreamFix) else UpstreamFix.model_validate(item))
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def env_evidence(listing: Any) -> Evidence:
+    """The training environment's listing: its versions (they decide whether a fix is already in)."""
+    versions = dict(getattr(listing, "versions", {}) or {})
+    return Evidence(subject="env", versions=versions,
+                    checked=f"{len(versions)} package versions from {getattr(listing, 'path', '')} ({getattr(listing, 'kind', '')})")
+
+
+def upstream_evidence(result: Any) -> Evidence:
+    """Commits that likely fixed a traceback, with the versions they were judged against."""
+    fixes = _upstream(getattr(result, "fixes", ()))
+    return Evidence(subject="upstream", versions=dict(getattr(result, "versions", {}) or {}), upstream_fixes=fixes,
+                    citations=[f.citation for f in fixes[:3]], checked=getattr(result, "checked", ""))
 
 
 def gpu_evidence(report: Any) -> Evidence:

@@ -104,7 +104,21 @@ def diagnose(ctx: ToolContext, paths: Paths,
     from rlmedic.tools.logs.diagnose import diagnose as run
 
     files, streams = ctx.split_streams(paths)
-    return run(files, confinement=ctx.confinement, streams=streams, catalog=_catalog(zero_reward_steps))
+    d = run(files, confinement=ctx.confinement, streams=streams, catalog=_catalog(zero_reward_steps))
+    _add_upstream(d, ctx)
+    return d
+
+
+def _add_upstream(d: Any, ctx: ToolContext) -> None:
+    """The commits of a synced framework history (``rlmedic sync-code``) that match the root traceback,
+    and the versions the logs show, into the diagnosis's stats (nothing without an index or a traceback)."""
+    from rlmedic.tools.upstream import for_diagnosis
+
+    fixes, versions = for_diagnosis(d, ctx.index_dir)
+    if versions:
+        d.stats["versions"] = versions
+    if fixes:
+        d.stats["upstream_fixes"] = [f.to_dict() for f in fixes]
 
 
 @tool
@@ -315,3 +329,80 @@ def search_docs(
     Each result carries its citation (a doc section with line range, a card id, or owner/repo#N with its URL).
     """
     return ctx.knowledge().search(query, k, kind=kind)
+
+
+# ---------------------------------------------------------------------- versions and upstream fixes
+
+
+@dataclass
+class EnvListing:
+    path: str
+    kind: str
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "kind": self.kind, "versions": self.versions}
+
+
+def _render_env(listing: EnvListing) -> str:
+    from rlmedic.tools.envinfo import PACKAGES
+
+    shown = [name for name, _ in PACKAGES if name in listing.versions]
+    return (f"{listing.kind} listing of {len(listing.versions)} packages: "
+            + ", ".join(f"{n} {listing.versions[n]}" for n in shown))
+
+
+@tool(render=_render_env, cache_paths="path", evidence=ev.env_evidence)
+def read_env(ctx: ToolContext,
+             path: Annotated[str, Field(min_length=1, description="A pip freeze, pip list (text or JSON), conda list "
+                                                                  "or `rlmedic env --json` file.")]) -> EnvListing:
+    """Read the training environment's package versions from a listing of it.
+
+    Versions decide whether an upstream fix or a known issue's fix is already in the user's release.
+    """
+    from rlmedic.tools.envinfo import versions_of_file
+
+    kind, versions = versions_of_file(path, ctx.confinement)
+    return EnvListing(path=path, kind=kind, versions=versions)
+
+
+@dataclass
+class UpstreamResult:
+    fixes: list[Any] = field(default_factory=list)
+    versions: dict[str, str] = field(default_factory=dict)
+    checked: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"upstream_fixes": [f.to_dict() for f in self.fixes], "versions": self.versions, "checked": self.checked}
+
+
+def _render_upstream(result: UpstreamResult) -> str:
+    if not result.fixes:
+        return f"no matching upstream commit ({result.checked})"
+    lines = []
+    for f in result.fixes:
+        rel = f"in {f.release}" if f.release else "not released yet"
+        yours = {"in_yours": f"already in your {f.package} {f.yours}", "after_yours": f"after your {f.package} {f.yours}",
+                 "unknown": "your version unknown"}[f.status]
+        lines.append(f"{f.ref} {f.subject!r} ({f.date}, {rel}; {yours}) matched {f.matched} score {f.score:.2f}")
+    return "\n".join(lines)
+
+
+@tool(render=_render_upstream, evidence=ev.upstream_evidence)
+def upstream_fixes(
+    ctx: ToolContext,
+    traceback: Annotated[str, Field(min_length=1, description="The traceback as printed: its File lines and the final exception line.")],
+    versions: Annotated[dict[str, str] | None, Field(description="The user's versions, e.g. {\"verl\": \"0.7.0\"} (read from the text when absent).")] = None,
+    repo: Annotated[str | None, Field(description="Only this synced repository (OWNER/REPO).")] = None,
+) -> UpstreamResult:
+    """Find the commits in a framework's synced git history (rlmedic sync-code) that likely fixed this traceback.
+
+    Matches the failing functions and files, fix-like commit messages and the error's words; each result
+    names the PR, its date, the first release that contains it and whether that is after the user's version.
+    """
+    from rlmedic.tools.upstream import for_traceback
+
+    fixes, found, query = for_traceback(traceback, ctx.index_dir, versions, [repo] if repo else None)
+    checked = "no traceback in the text" if query is None else (
+        f"{query.exception or 'the error'} with {len(query.frames)} frame(s) against the synced history")
+    return UpstreamResult(fixes=fixes, versions=found, checked=checked)

@@ -138,6 +138,7 @@ COMMAND_MODULES = (
     "rlmedic.ui.cli_logs",
     "rlmedic.ui.cli_knowledge",
     "rlmedic.ui.cli_issues",
+    "rlmedic.ui.cli_code",
     "rlmedic.ui.cli_gpu",
     "rlmedic.ui.cli_checkpoints",
     "rlmedic.ui.cli_config",

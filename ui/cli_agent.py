@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from rlmedic.ui.cli_code import ENV_HELP
 from rlmedic.ui.cli_knowledge import CHROMA_URL_HELP, KNOWN_ISSUES_HELP, use_chroma_url, use_known_issues
 from rlmedic.ui.params import path as path_param
 
@@ -39,8 +40,12 @@ def ask(
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
+    env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP),
 ) -> None:
     """Ask a troubleshooting question; attached files are investigated with rlmedic's tools."""
+    from rlmedic.ui.cli_code import env_versions
+
+    env_versions(env_file)  # a file that is no listing stops here, with one line
     use_known_issues(known_issues)
     use_chroma_url(chroma_url)
     from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted
@@ -58,6 +63,8 @@ def ask(
                 session.attach_stdin()
             else:
                 session.attach(name)
+        if env_file is not None:  # read by the read_env tool: its versions judge upstream and known-issue fixes
+            session.attach(str(env_file))
         for note in session.notices:
             typer.echo(f"note: {note}", err=True)
         streamed = False

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from rlmedic.ui.cli_code import ENV_HELP
 from rlmedic.ui.cli_knowledge import KNOWN_ISSUES_HELP, use_known_issues
 from rlmedic.ui.params import path as path_param
 
@@ -37,6 +38,7 @@ def chat(
                                                                "default: a new one."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: the data dir)."),
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
+    env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP),
 ) -> None:
     """Chat about a failed run in the terminal; /help lists the commands (piped input works too)."""
     use_known_issues(known_issues)
@@ -47,6 +49,11 @@ def chat(
 
     conv = Session(thread, offline=offline, config=_config(offline, base_url, model, api_key),
                    index_dir=existing_index_dir(index_dir), persist=True, prefix="chat")
+    if env_file is not None:
+        from rlmedic.ui.cli_code import env_versions
+
+        env_versions(env_file)  # a file that is no listing stops here, with one line
+        attach = [*attach, str(env_file)]
     if attach:
         conv.attach(*attach)
     code = chat_loop(conv)

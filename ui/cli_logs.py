@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
+from rlmedic.ui.cli_code import ENV_HELP
 from rlmedic.ui.params import path as path_param
 
 if TYPE_CHECKING:
@@ -169,16 +170,22 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
         fail_on: FailOn = typer.Option(None, "--fail-on", help="Exit 1 when a finding of this severity (or worse) exists (an empty log is a warning)."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every fix and finding."),
+        env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP),
     ) -> None:
         """Find the root cause in AReaL / slime training logs, with its line and the fix."""
         from rlmedic.types import severity_rank
         from rlmedic.ui.cli import print_json
+        from rlmedic.ui.cli_code import env_versions, upstream_for_diagnosis
 
+        env = env_versions(env_file)
         diagnosis = _run("diagnose", paths)
+        upstream = upstream_for_diagnosis(diagnosis, env)
         if as_json:
             print_json(diagnosis.to_dict())
         else:
             typer.echo(render(diagnosis, verbose=verbose))
+            if upstream:
+                typer.echo("\n".join(["", *upstream]))
         if fail_on is not None:
             worst = diagnosis.worst_severity()
             if worst is not None and severity_rank(worst) <= severity_rank(fail_on.value):

@@ -573,6 +573,8 @@ class _Builder:
                 deepest = tb.frames[-1]
                 evidence["deepest_frame"] = redact(f"{deepest.path}:{deepest.line} in {deepest.func}")
                 evidence["frame_packages"] = tb.packages()
+                # the frames nearest the exception, outermost first: what an upstream fix is matched on
+                evidence["frames"] = [redact(f"{f.path}:{f.line} in {f.func}") for f in tb.frames[-8:]]
         if phase:
             evidence["phase"] = phase
         if ranks:

@@ -1,0 +1,114 @@
+"""How an upstream fix reads in an answer: "Fixed upstream after your verl 0.7.0: owner/repo#N ...".
+
+The tools attach :class:`~rlmedic.types.UpstreamFix` matches to their evidence (the diagnosis of
+a traceback, or the ``upstream_fixes`` tool); each was judged against the versions that tool
+saw. An answer knows more: an attached ``pip freeze`` or ``rlmedic env --json`` (``read_env``)
+beats a version read from a log banner. So the matches are judged again here against every
+version the evidence carries, then the best strong one leads with what to do (upgrade to the
+release that holds it, or apply that change), or, when the user's release already has it, the
+answer says so and points elsewhere. One place for these words: ``ask``, ``chat``, the web app,
+Slack and ``watch`` all say it the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rlmedic.types import Citation, Evidence, UpstreamFix
+
+#: Further matches mentioned after the lead, and the score a match without a strong tie needs to be mentioned.
+ALSO_MAX = 2
+RELATED_MIN = 0.6
+
+
+def versions_of(evidence: Sequence[Evidence]) -> dict[str, str]:
+    """The user's versions: those a listing of the environment gave (``read_env``) beat those logs showed."""
+    out: dict[str, str] = {}
+    for e in evidence:
+        if e is not None and e.subject != "env":
+            for k, v in e.versions.items():
+                out.setdefault(k, v)
+    for e in evidence:
+        if e is not None and e.subject == "env":
+            out.update(e.versions)
+    return out
+
+
+def judged(evidence: Sequence[Evidence]) -> list[UpstreamFix]:
+    """Every upstream match in ``evidence`` once (best score kept), its status judged against
+    :func:`versions_of`; best first, the ones already in the user's release after the others."""
+    from rlmedic.knowledge.history import status_for
+
+    versions = versions_of(evidence)
+    best: dict[tuple[str, str], UpstreamFix] = {}
+    for e in evidence:
+        for f in (e.upstream_fixes if e is not None else ()):
+            key = (f.repo, f.commit)
+            if key not in best or f.score > best[key].score:
+                best[key] = f
+    out = []
+    for f in best.values():
+        yours = versions.get(f.package, f.yours) if f.package else f.yours
+        out.append(f.model_copy(update={"yours": yours, "status": status_for(f.release, yours)}))
+    out.sort(key=lambda f: -f.score)
+    return out
+
+
+def _when(f: UpstreamFix) -> str:
+    merged = f"merged {f.date}" if f.date else "merged"
+    return f"{merged}, in {f.release}" if f.release else f"{merged}, not released yet"
+
+
+def _do(f: UpstreamFix) -> str:
+    name = f.package or f.repo.rsplit("/", 1)[-1]
+    if f.release:
+        return f"upgrade {name} to {f.release.lstrip('vV')} or later, or apply that change to your copy"
+    return (f"no release holds it yet: install {name} from its main branch at or after {f.commit[:10]}, "
+            f"or apply that change to your copy (git cherry-pick {f.commit[:10]})")
+
+
+def upstream_lines(evidence: Sequence[Evidence], cite: Callable[[Citation], int]) -> list[str]:
+    """Answer lines for the upstream fixes in ``evidence`` (none when there are none). ``cite`` numbers a
+    citation (``Answer.cite``)."""
+    fixes = judged(evidence)
+    if not fixes:
+        return []
+    lines: list[str] = []
+    best = fixes[0]
+    newer = [f for f in fixes if f.status != "in_yours"]
+    if best.status == "in_yours" and best.strong:
+        lines.append(f"Already fixed in your {best.package} {best.yours}: {best.ref} '{best.subject}' ({_when(best)}) "
+                     f"[{cite(best.citation)}] changed the code that failed, and your release has it: the cause is "
+                     f"likely elsewhere (your config, data, or another package).")
+        newer = [f for f in newer if f.strong][:ALSO_MAX]
+    lead = next((f for f in newer if f.strong), None) if not lines else None
+    if lead is not None:
+        if lead.status == "after_yours":
+            head = f"Fixed upstream after your {lead.package} {lead.yours}"
+        else:
+            head = "Likely fixed upstream"
+        lines.append(f"{head}: {lead.ref} '{lead.subject}' ({_when(lead)}) [{cite(lead.citation)}].")
+        lines.append(f"  Matched: {lead.matched}.")
+        if lead.status == "after_yours":
+            lines.append(f"  Do: {_do(lead)}.")
+        else:
+            rel = lead.release.lstrip("vV") if lead.release else "a build after " + lead.commit[:10]
+            lines.append(f"  Do: if your {lead.package or 'copy'} is older than {rel}, {_do(lead)}; "
+                         f"attach `pip freeze` or `rlmedic env --python PY --json` to know.")
+    rest = [f for f in newer if f is not lead and (f.strong or f.score >= RELATED_MIN)][:ALSO_MAX]
+    for f in rest:
+        word = "Also changed the failing code" if f.strong else "Possibly related upstream change"
+        lines.append(f"{word}: {f.ref} '{f.subject}' ({_when(f)}) [{cite(f.citation)}].")
+    return lines
+
+
+def upstream_dicts(evidence: Sequence[Evidence]) -> list[dict[str, Any]]:
+    """The JSON ``upstream_fixes`` of an answer: every match, judged, best first."""
+    return [f.to_dict() for f in judged(evidence)]
+
+
+def apply_upstream(answer: Any, evidence: Sequence[Evidence]) -> list[str]:
+    """Fill ``answer.upstream_fixes`` and return the answer lines (one call for the composer)."""
+    answer.upstream_fixes = upstream_dicts(evidence)
+    return upstream_lines(evidence, answer.cite)
