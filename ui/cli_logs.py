@@ -165,11 +165,12 @@ def register(app: typer.Typer) -> None:
     def diagnose_cmd(
         paths: list[Path] = typer.Argument(
             ..., metavar="PATH", parser=path_param,
-            help="Log files or directories of per-rank logs (gzip is fine); - reads stdin.",
+            help="Log files or directories of per-rank logs (gzip is fine), W&B run or wandb/ folders, TensorBoard log folders, JSONL/CSV metric dumps; - reads stdin.",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
         fail_on: FailOn = typer.Option(None, "--fail-on", help="Exit 1 when a finding of this severity (or worse) exists (an empty log is a warning)."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every fix and finding."),
+        all_runs: bool = typer.Option(False, "--all", help="A wandb/ or TensorBoard folder: every run in it, not only the newest."),
         env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP),
     ) -> None:
         """Find the root cause in AReaL / slime training logs, with its line and the fix."""
@@ -178,6 +179,10 @@ def register(app: typer.Typer) -> None:
         from rlmedic.ui.cli_code import env_versions, upstream_for_diagnosis
 
         env = env_versions(env_file)
+        if all_runs:
+            from rlmedic.tools.runs.diagnose import every_run
+
+            paths = [run for p in paths for run in every_run(p)]
         diagnosis = _run("diagnose", paths)
         upstream = upstream_for_diagnosis(diagnosis, env)
         if as_json:

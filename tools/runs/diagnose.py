@@ -226,7 +226,7 @@ def _checked(run: Run, keys: dict[str, str]) -> list[str]:
             present = [keys[c] for c in rule["concepts"] if c in keys]
             (done if present else missing).append(f"NaN/Inf ({', '.join(present)})" if present else "NaN/Inf")
         elif concept in keys:
-            done.append(f"{rule['title'].split(' ', 1)[0]} {rule['id']} ({keys[concept]})")
+            done.append(f"{rule['id']} ({keys[concept]})")
         else:
             missing.append(f"{rule['id']} (no {vocab.concepts[concept].label} metric)")
     steps = run.last_step
@@ -376,3 +376,12 @@ def split_run_paths(paths: list[Any], confinement: Any = None) -> tuple[list[Any
                 head = b""
         (runs if run_kind(path, head) else logs).append(raw)
     return runs, logs
+
+
+def every_run(path: Path) -> list[Path]:
+    """A ``wandb/`` folder or a folder of TensorBoard runs as all its run folders (``diagnose --all``);
+    any other path as itself."""
+    kind = run_kind(path) if path.exists() else None
+    if kind in ("wandb-root", "tensorboard"):
+        return [p for _k, p in _expand(kind, path, True)]
+    return [path]
