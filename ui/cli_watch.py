@@ -74,7 +74,7 @@ def choose_sink(slack_channel: str | None, webhook: str | None) -> tuple[str, Ca
 
 
 def watch(
-    paths: list[Path] = typer.Argument(..., metavar="PATH", help="Log files or folders of rank logs to follow."),
+    paths: list[Path] = typer.Argument(..., metavar="PATH", help="Log files or folders of rank logs to follow; W&B run or wandb/ folders, TensorBoard log folders."),
     slack_channel: Optional[str] = typer.Option(None, "--slack-channel", help="Post alerts to this channel (needs SLACK_BOT_TOKEN)."),
     webhook: Optional[str] = typer.Option(None, "--webhook", help="POST alerts as JSON to this URL (a Slack incoming webhook works)."),
     interval: float = typer.Option(10.0, "--interval", min=0.05, help="Seconds between looks at the logs."),
@@ -96,7 +96,14 @@ def watch(
     where, sink = choose_sink(slack_channel, webhook)
     options = WatchOptions(interval=interval, stall_minutes=stall_minutes, zero_reward_steps=zero_reward_steps,
                            checkpoints=str(checkpoints) if checkpoints else None, from_start=not from_end)
-    watcher = Watcher([str(p) for p in paths], options)
+    from rlmedic.tools.runs.diagnose import run_kind
+
+    if any(run_kind(p) for p in paths):  # W&B / TensorBoard run folders, metric dumps: their curves
+        from rlmedic.tools.runs.watch import RunWatcher
+
+        watcher: Any = RunWatcher([str(p) for p in paths], options)
+    else:
+        watcher = Watcher([str(p) for p in paths], options)
     stop = threading.Event()
     previous = {}
     if not once and threading.current_thread() is threading.main_thread():
