@@ -12,6 +12,14 @@ easy to get subtly wrong, so they live here, tested against a fake API on loopba
   seconds, and otherwise stops with a :class:`UserError` naming the reset time;
 - ``5xx`` and connection errors are retried with exponential backoff.
 
+It does not trust the server either: each request has a whole-request deadline (not
+only a per-read timeout, which a body trickling one byte at a time never trips), a
+body-size cap (a huge page or an endless chunked body is refused while it streams),
+a nesting-depth cap on the JSON, a bounded page count and loop detection on ``Link``
+pagination, and it never follows a link to another host or from https to http (the
+token would travel in clear). A message the server sends back is redacted, the token
+masked, before it is shown.
+
 The token is read from an environment variable the user names; it is sent only in the
 ``Authorization`` header and never printed. Under pytest only loopback URLs are allowed,
 so no test can reach the internet by mistake.
@@ -40,6 +48,16 @@ RETRIES = 4
 MAX_RATE_WAITS = 3
 BACKOFF_S = 1.0
 TIMEOUT_S = 30.0
+#: Whole-request deadline (connect, headers, body) and body cap; ``RLMEDIC_GITHUB_DEADLINE_S``
+#: and ``RLMEDIC_GITHUB_MAX_BYTES`` override them. A real page of 100 issues is a few MB.
+DEADLINE_S = 30.0
+MAX_BODY_BYTES = 24 * 1024 * 1024
+#: JSON nesting GitHub never comes near (an issue page is ~5 levels deep).
+MAX_JSON_DEPTH = 64
+#: Pages one pagination follows at most (100 per page: 100,000 issues).
+MAX_PAGES = 1000
+#: Characters of a server's error message shown.
+MESSAGE_CHARS = 300
 API_VERSION = "2022-11-28"
 
 #: on_wait(message) is called with one human line before each wait.
@@ -79,18 +97,22 @@ class EtagCache:
             return cls(path=path)
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            entries = {url: CachedResponse(**e) for url, e in raw.get("entries", {}).items()}
+        except (OSError, ValueError, TypeError, AttributeError, RecursionError):
             # a damaged cache only costs full requests, never wrong data
             return cls(path=path)
-        return cls(path=path, entries={url: CachedResponse(**e) for url, e in raw.get("entries", {}).items()})
+        return cls(path=path, entries=entries)
 
     def save(self) -> None:
+        from rlmedic.settings import private_file
+
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         data = {"version": 1, "entries": {u: vars(e) for u, e in self.entries.items()}}
-        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+        with private_file(tmp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(data, separators=(",", ":")))
         os.replace(tmp, self.path)
 
 
@@ -127,6 +149,48 @@ def token_from_env(name: str | None) -> str | None:
         return None
     value = os.environ.get(name, "").strip()
     return value or None
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise UserError(f"{name}={raw!r}: expected a positive number")
+    return value
+
+
+def json_depth_over(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists/dicts deeper than ``limit`` (iterative: no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.0f} MB" if n >= 2**20 else f"{n:,} bytes"
+
+
+class _Deadline(Exception):
+    """The whole request took longer than its deadline."""
+
+
+class _TooBig(Exception):
+    """The body grew past the cap."""
 
 
 def _reset_clock(epoch: float) -> str:
@@ -167,6 +231,9 @@ class GitHubClient:
         on_wait: WaitNotice | None = None,
         sleep: Callable[[float], None] = time.sleep,
         transport: Any = None,
+        deadline: float | None = None,
+        max_bytes: int | None = None,
+        verify: Any = True,
     ) -> None:
         parts = urlsplit(api_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -175,6 +242,10 @@ class GitHubClient:
             raise UserError(f"--api-url {api_url!r}: tests may only talk to a loopback address")
         self.api_url = api_url.rstrip("/")
         self._host = parts.netloc
+        self._scheme = parts.scheme
+        self.deadline = deadline if deadline is not None else _env_number("RLMEDIC_GITHUB_DEADLINE_S", DEADLINE_S)
+        self.max_bytes = int(max_bytes if max_bytes is not None else _env_number("RLMEDIC_GITHUB_MAX_BYTES", MAX_BODY_BYTES))
+        timeout = min(timeout, self.deadline)  # a read never waits past the whole request's deadline
         self.token = token
         self.cache = cache if cache is not None else EtagCache()
         self.max_wait = max_wait
@@ -185,9 +256,11 @@ class GitHubClient:
         self.stats = Stats()
         import httpx  # lazy: only sync-issues needs it
 
-        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION, "User-Agent": "rlmedic"}
+        headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": API_VERSION, "User-Agent": "rlmedic",
+                   "Accept-Encoding": "gzip, deflate"}  # what _decode inflates (within the cap)
         # transport: the far side of this seam (an httpx transport), for tests of network failures
-        self._http = httpx.Client(timeout=timeout, headers=headers, follow_redirects=False, transport=transport)
+        self._http = httpx.Client(timeout=timeout, headers=headers, follow_redirects=False, transport=transport,
+                                  verify=verify)
         self._httpx = httpx
 
     def close(self) -> None:
@@ -213,8 +286,12 @@ class GitHubClient:
 
     def get(self, url: str, slim: Callable[[Any], Any] | None = None, *, stamp: str = "") -> tuple[Any, str | None, bool]:
         """GET ``url``: (body, next page URL, answered from cache by a 304)."""
-        if urlsplit(url).netloc != self._host:
-            raise UserError(f"GitHub sent a link to another host ({urlsplit(url).netloc}); refusing to follow it")
+        parts = urlsplit(url)
+        if parts.netloc != self._host:
+            raise UserError(f"GitHub sent a link to another host ({parts.netloc}); refusing to follow it")
+        if parts.scheme != self._scheme:
+            raise UserError(f"GitHub sent a link from {self._scheme} to {parts.scheme} ({parts.netloc}); refusing to follow "
+                            "it (the token would travel unencrypted)")
         cached = self.cache.entries.get(url)
         headers = {}
         if self.token:
@@ -228,7 +305,13 @@ class GitHubClient:
             if cached and cached.etag:
                 self.stats.conditional += 1
             try:
-                resp = self._http.get(url, headers=headers)
+                resp, data = self._fetch(url, headers)
+            except _Deadline:
+                raise UserError(f"{self._where(url)}: GitHub did not finish answering within {self.deadline:g} s; "
+                                "giving up (a stalled server or proxy)") from None
+            except _TooBig:
+                raise UserError(f"{self._where(url)}: GitHub's answer is larger than {_size(self.max_bytes)}; "
+                                "refusing it") from None
             except self._httpx.TransportError as exc:
                 if unresolvable(exc):  # no DNS or no network: seconds of retries will not change that
                     raise UserError(f"cannot reach {self.api_url}: its name does not resolve (no network or DNS?): "
@@ -243,10 +326,7 @@ class GitHubClient:
                 cached.stamp = stamp or cached.stamp
                 return cached.body, cached.next, True
             if status == 200:
-                try:
-                    body = resp.json()
-                except ValueError as exc:
-                    raise UserError(f"{url}: GitHub answered with something that is not JSON") from exc
+                body = self._json(url, data)
                 body = slim(body) if slim else body
                 nxt = parse_link_next(resp.headers.get("link"))
                 etag = resp.headers.get("etag", "")
@@ -264,16 +344,112 @@ class GitHubClient:
                     raise UserError(f"{url}: GitHub answered {status} {attempt + 1} times; try again later")
                 attempt = self._backoff(attempt, f"server error {status}")
                 continue
-            raise UserError(self._explain(url, resp))
+            raise UserError(self._explain(url, resp, data))
+
+    def _fetch(self, url: str, headers: dict[str, str]) -> tuple[Any, bytes]:
+        """(response, body bytes) of one GET, all of it within :attr:`deadline` and :attr:`max_bytes`.
+
+        The request runs in a daemon thread so the deadline holds whatever the server does
+        (a trickle of headers or body, a stalled TLS handshake); the thread stops by itself
+        at its next read once the deadline or the cap is past.
+        """
+        import threading
+
+        start = time.monotonic()
+        end = start + self.deadline
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                with self._http.stream("GET", url, headers=headers) as resp:
+                    length = resp.headers.get("content-length", "")
+                    if length.isdigit() and int(length) > self.max_bytes:
+                        raise _TooBig
+                    chunks, size = [], 0
+                    for chunk in resp.iter_raw():
+                        size += len(chunk)
+                        if size > self.max_bytes:
+                            raise _TooBig
+                        if time.monotonic() > end:
+                            raise _Deadline
+                        chunks.append(chunk)
+                    outcome["resp"] = resp
+                    outcome["data"] = b"".join(chunks)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="github-get", daemon=True).start()
+        if not done.wait(max(0.0, end - time.monotonic())):
+            raise _Deadline
+        if "error" in outcome:
+            raise outcome["error"]
+        resp, data = outcome["resp"], outcome["data"]
+        encoding = resp.headers.get("content-encoding", "").strip().lower()
+        if encoding and encoding != "identity":
+            data = self._decode(resp, data)
+        return resp, data
+
+    def _decode(self, resp: Any, data: bytes) -> bytes:
+        """A compressed body, inflated no further than the cap (a small gzip bomb stays small)."""
+        import zlib
+
+        encoding = resp.headers.get("content-encoding", "").strip().lower()
+        if encoding not in ("gzip", "deflate", "x-gzip"):
+            raise UserError(f"GitHub answered with an unknown content encoding {encoding!r}")
+        inflater = zlib.decompressobj(wbits=47)  # a gzip or zlib header, detected
+        try:
+            out = inflater.decompress(data, self.max_bytes + 1)
+        except zlib.error as exc:
+            raise UserError(f"GitHub answered with a damaged {encoding} body ({exc})") from None
+        if len(out) > self.max_bytes:
+            raise _TooBig
+        return out
+
+    def _json(self, url: str, data: bytes) -> Any:
+        try:
+            body = json.loads(data)
+        except RecursionError:
+            body = None
+            deep = True
+        except ValueError as exc:
+            raise UserError(f"{self._where(url)}: GitHub answered with something that is not JSON") from exc
+        else:
+            deep = json_depth_over(body, MAX_JSON_DEPTH)
+        if deep:
+            raise UserError(f"{self._where(url)}: GitHub's JSON nests deeper than {MAX_JSON_DEPTH} levels; refusing it")
+        return body
+
+    def _where(self, url: str) -> str:
+        return url.split("?")[0].removeprefix(self.api_url) or self.api_url
 
     def paginate(self, url: str, slim: Callable[[Any], Any] | None = None, max_pages: int | None = None) -> Iterator[tuple[Any, bool]]:
-        """Each page's body (following ``Link: rel="next"``) and whether it came from cache."""
+        """Each page's body (following ``Link: rel="next"``) and whether it came from cache.
+
+        Stops, with a notice, at a link back to a page already read (a loop) and after
+        :data:`MAX_PAGES` pages; an empty page ends the list whatever its links say.
+        """
+        limit = MAX_PAGES if max_pages is None else min(max_pages, MAX_PAGES)
         pages = 0
+        seen: set[str] = set()
         next_url: str | None = url
-        while next_url and (max_pages is None or pages < max_pages):
+        while next_url:
+            if next_url in seen:
+                self.on_wait(f"GitHub: the next-page link of {self._where(url)} loops back to a page already read; "
+                             "stopped there")
+                return
+            if pages >= limit:
+                if max_pages is None or limit < max_pages:
+                    self.on_wait(f"GitHub: {self._where(url)} has more than {MAX_PAGES} pages; stopped there")
+                return
+            seen.add(next_url)
             body, next_url, cached = self.get(next_url, slim)
             pages += 1
             yield body, cached
+            if isinstance(body, list) and not body:
+                return
 
     # -- failures ---------------------------------------------------------------------
     def _backoff(self, attempt: int, why: str) -> int:
@@ -283,6 +459,23 @@ class GitHubClient:
         self.sleep(delay)
         self.stats.waited_s += delay
         return attempt + 1
+
+    def _message(self, data: bytes) -> str:
+        """The ``message`` of an error body, safe to print: the token masked, secrets redacted, one short line."""
+        from rlmedic.redact import redact
+
+        try:
+            body = json.loads(data) if data else {}
+        except (ValueError, RecursionError):
+            return ""
+        raw = body.get("message") if isinstance(body, dict) else None
+        if not isinstance(raw, str):
+            return ""
+        if self.token:
+            raw = raw.replace(self.token, "[token]")
+        text = " ".join(redact(raw).split())
+        text = "".join(c if c.isprintable() else "?" for c in text)
+        return text if len(text) <= MESSAGE_CHARS else text[: MESSAGE_CHARS - 1] + "…"
 
     @staticmethod
     def _rate_limited(resp) -> bool:
@@ -314,13 +507,10 @@ class GitHubClient:
         self.sleep(wait)
         self.stats.waited_s += wait
 
-    def _explain(self, url: str, resp) -> str:
-        try:
-            message = str(resp.json().get("message", ""))
-        except ValueError:
-            message = ""
+    def _explain(self, url: str, resp: Any, data: bytes = b"") -> str:
         status = resp.status_code
-        where = url.split("?")[0].removeprefix(self.api_url)
+        where = self._where(url)
+        message = self._message(data)
         if status == 401:
             return f"GitHub refused the token ({message or '401 Unauthorized'}); check the variable --token-env names"
         if status == 404:

@@ -112,73 +112,103 @@ def trim_post(body: str, limit: int) -> str:
 
 
 # -- slimming GitHub's JSON (what the ETag cache keeps: redacted, like everything on disk) ---
+# A server (or a proxy in front of it) may answer anything: every field is read through
+# these helpers, so a wrong type becomes an empty value or a skipped item, never a traceback.
+def _d(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _s(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _n(value: Any) -> int | None:
+    """A positive issue/PR number (bool is no number)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 1 << 53 else None
+
+
+def _items(body: Any, what: str) -> list[dict[str, Any]]:
+    """The dict items of a list page; a page that is not a list is a one-line error."""
+    if not isinstance(body, list):
+        from rlmedic.errors import UserError
+
+        raise UserError(f"GitHub answered a {type(body).__name__} where a list of {what} was expected")
+    return [item for item in body if isinstance(item, dict)]
+
+
 def slim_issues(body: Any) -> list[dict[str, Any]]:
     out = []
-    for item in body if isinstance(body, list) else []:
+    for item in _items(body, "issues"):
+        number = _n(item.get("number"))
+        if number is None:
+            continue
+        labels = item.get("labels") if isinstance(item.get("labels"), list) else []
+        comments = item.get("comments")
         out.append(
             {
-                "number": item.get("number"),
-                "title": item.get("title") or "",
-                "body": item.get("body") or "",
-                "html_url": item.get("html_url") or "",
-                "state_reason": item.get("state_reason") or "",
-                "labels": [lb.get("name", "") if isinstance(lb, dict) else str(lb) for lb in item.get("labels") or []],
-                "created_at": item.get("created_at") or "",
-                "updated_at": item.get("updated_at") or "",
-                "closed_at": item.get("closed_at") or "",
-                "author": (item.get("user") or {}).get("login", ""),
-                "association": item.get("author_association") or "",
-                "is_pr": "pull_request" in item,
-                "comments": item.get("comments", 0),
+                "number": number,
+                "title": _s(item.get("title")),
+                "body": _s(item.get("body")),
+                "html_url": _s(item.get("html_url")),
+                "state_reason": _s(item.get("state_reason")),
+                "labels": [_s(lb.get("name")) if isinstance(lb, dict) else _s(lb) for lb in labels],
+                "created_at": _s(item.get("created_at")),
+                "updated_at": _s(item.get("updated_at")),
+                "closed_at": _s(item.get("closed_at")),
+                "author": _s(_d(item.get("user")).get("login")),
+                "association": _s(item.get("author_association")),
+                "is_pr": isinstance(item.get("pull_request"), dict),
+                "comments": comments if isinstance(comments, int) and not isinstance(comments, bool) else 0,
             }
         )
     return redact_value(out)
 
 
 def slim_timeline(body: Any) -> list[dict[str, Any]]:
-    out = []
-    for ev in body if isinstance(body, list) else []:
+    out: list[dict[str, Any]] = []
+    for ev in _items(body, "timeline events"):
         kind = ev.get("event")
         if kind == "commented":
             out.append(
                 {
                     "event": kind,
-                    "author": (ev.get("user") or ev.get("actor") or {}).get("login", ""),
-                    "association": ev.get("author_association") or "",
-                    "created_at": ev.get("created_at") or "",
-                    "body": ev.get("body") or "",
+                    "author": _s(_d(ev.get("user") or ev.get("actor")).get("login")),
+                    "association": _s(ev.get("author_association")),
+                    "created_at": _s(ev.get("created_at")),
+                    "body": _s(ev.get("body")),
                 }
             )
         elif kind == "cross-referenced":
-            issue = (ev.get("source") or {}).get("issue") or {}
-            pr = issue.get("pull_request") or {}
-            if pr.get("merged_at"):
+            issue = _d(_d(ev.get("source")).get("issue"))
+            pr = _d(issue.get("pull_request"))
+            number = _n(issue.get("number"))
+            if _s(pr.get("merged_at")) and number is not None:
                 out.append(
                     {
                         "event": kind,
-                        "repo": ((issue.get("repository") or {}).get("full_name")) or "",
-                        "number": issue.get("number"),
-                        "url": pr.get("html_url") or issue.get("html_url") or "",
-                        "title": issue.get("title") or "",
-                        "merged_at": pr.get("merged_at"),
+                        "repo": _s(_d(issue.get("repository")).get("full_name")),
+                        "number": number,
+                        "url": _s(pr.get("html_url")) or _s(issue.get("html_url")),
+                        "title": _s(issue.get("title")),
+                        "merged_at": _s(pr.get("merged_at")),
                     }
                 )
-        elif kind == "closed" and ev.get("commit_id"):
-            out.append({"event": kind, "commit_id": ev["commit_id"], "created_at": ev.get("created_at") or ""})
+        elif kind == "closed" and _s(ev.get("commit_id")):
+            out.append({"event": kind, "commit_id": _s(ev.get("commit_id")), "created_at": _s(ev.get("created_at"))})
     return redact_value(out)
 
 
 def slim_releases(body: Any) -> list[dict[str, Any]]:
     out = []
-    for rel in body if isinstance(body, list) else []:
+    for rel in _items(body, "releases"):
         if rel.get("draft"):
             continue
         out.append(
             {
-                "tag": rel.get("tag_name") or "",
-                "published_at": rel.get("published_at") or "",
+                "tag": _s(rel.get("tag_name")),
+                "published_at": _s(rel.get("published_at")),
                 "prerelease": bool(rel.get("prerelease")),
-                "refs": sorted({int(n) for n in _REF.findall(rel.get("body") or "")}),
+                "refs": sorted({int(n) for n in _REF.findall(_s(rel.get("body"))) if len(n) < 16}),
             }
         )
     return out

@@ -4,6 +4,10 @@ It speaks the parts of the real protocol the client relies on: ``Link`` paginati
 (``rel="next"``/``rel="last"``), strong ``ETag`` headers with ``If-None-Match`` -> 304,
 rate-limit 403 answers with ``x-ratelimit-*`` headers, and injected 5xx errors. Tests
 write the issues, timelines and releases it serves, and read the request log.
+
+It can also be hostile (issue 31), per path: ``fake.hostile[r"/issues$"] = "loop"`` and so on
+(see :data:`HOSTILE`); and it can serve HTTPS with a throw-away certificate
+(:func:`self_signed`), to show a link from https to http is not followed.
 """
 
 from __future__ import annotations
@@ -11,11 +15,28 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+#: What a hostile path does instead of answering normally.
+HOSTILE = {
+    "loop": "a normal page whose rel=next link points back to page 1 (pages 1 -> 2 -> 1 ...)",
+    "empty_forever": "an empty list with a rel=next link to a new page, forever",
+    "trickle": "a 200 whose body comes one byte every trickle_s seconds",
+    "huge": "a 200 announcing 1.2 GB and sending zeros until the client hangs up",
+    "endless": "a chunked 200 that never ends",
+    "nested": "a 200 whose JSON nests 100,000 levels deep",
+    "nested_900": "a 200 whose JSON nests 900 levels (parses, but deeper than any real answer)",
+    "wrong_types": "a 200 whose items have the wrong JSON types (numbers as strings, strings for objects...)",
+    "not_a_list": "a 200 whose body is an object where a list is expected",
+    "echo_auth": "a 401 whose message repeats the Authorization header",
+    "downgrade": "a normal page whose rel=next link is the same host over http",
+}
 
 
 @dataclass
@@ -40,6 +61,9 @@ class FakeGitHub:
     faults: list[tuple[str, int, dict[str, str]]] = field(default_factory=list)  # (path regex, status, headers)
     log: list[Request] = field(default_factory=list)
     url: str = ""
+    hostile: dict[str, str] = field(default_factory=dict)  # path regex -> a key of HOSTILE
+    trickle_s: float = 0.2
+    sent: dict[str, int] = field(default_factory=dict)  # behaviour -> bytes sent (how far a client let it go)
 
     # -- test helpers ------------------------------------------------------------------
     def add_issue(self, repo: str, number: int, *, timeline: list[dict[str, Any]] | None = None, **fields: Any) -> dict[str, Any]:
@@ -139,6 +163,11 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                     record(status)
                     self._send(status, json.dumps({"message": f"injected {status}"}).encode(), {"Content-Type": "application/json", **headers})
                     return
+            for pattern, behaviour in fake.hostile.items():
+                if re.search(pattern, parts.path):
+                    record(401 if behaviour == "echo_auth" else 200)
+                    self._hostile(behaviour, parts.path, query, auth)
+                    return
             data = fake.route(parts.path, query)
             if data is None:
                 record(404)
@@ -175,16 +204,119 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             record(200)
             self._send(200, body, headers)
 
+        def _hostile(self, behaviour: str, path: str, query: dict[str, str], auth: str) -> None:
+            page = int(query.get("page", "1"))
+            base = f"{fake.url}{path}"
+            json_type = {"Content-Type": "application/json"}
+            try:
+                if behaviour in ("loop", "downgrade", "empty_forever"):
+                    data = fake.route(path, query) or []
+                    body = json.dumps(data[: fake.page_size] if behaviour != "empty_forever" else []).encode()
+                    target = {"loop": page % 2 + 1, "downgrade": page + 1, "empty_forever": page + 1}[behaviour]
+                    rest = {k: v for k, v in query.items() if k != "page"}
+                    link = f"{base}?{urlencode({**rest, 'page': target} if target > 1 else rest)}"  # page 1: the first URL
+                    if behaviour == "downgrade":
+                        link = "http://" + link.split("://", 1)[1]
+                    self._send(200, body, {**json_type, "Link": f'<{link}>; rel="next"'})
+                elif behaviour == "trickle":
+                    body = json.dumps(fake.route(path, query) or []).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    for byte in body:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        self._count(behaviour, 1)
+                        time.sleep(fake.trickle_s)
+                elif behaviour == "huge":
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(1_200_000_000))
+                    self.end_headers()
+                    self._zeros(behaviour, 1_200_000_000)
+                elif behaviour == "endless":
+                    self.protocol_version = "HTTP/1.1"
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    piece = b"[" + b"0," * 32767
+                    chunk = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+                    while True:
+                        self.wfile.write(chunk)
+                        self._count(behaviour, len(piece))
+                elif behaviour in ("nested", "nested_900"):
+                    depth = 100_000 if behaviour == "nested" else 900
+                    self._send(200, b"[" * depth + b"]" * depth, json_type)
+                elif behaviour == "wrong_types":
+                    self._send(200, json.dumps(WRONG_TYPES).encode(), json_type)
+                elif behaviour == "not_a_list":
+                    self._send(200, json.dumps({"items": [], "message": "an object"}).encode(), json_type)
+                elif behaviour == "echo_auth":
+                    message = f"Bad credentials: the header you sent was 'Authorization: {auth}'"
+                    self._send(401, json.dumps({"message": message}).encode(), json_type)
+                else:
+                    raise ValueError(f"unknown hostile behaviour {behaviour!r}")
+            except (BrokenPipeError, ConnectionResetError, OSError):
+                pass  # the client hung up: what a careful client does
+
+        def _zeros(self, behaviour: str, total: int) -> None:
+            piece = b"0" * 65536
+            self.wfile.write(b"[")
+            sent = 1
+            while sent < total:
+                self.wfile.write(piece)
+                sent += len(piece)
+                self._count(behaviour, len(piece))
+
+        def _count(self, behaviour: str, n: int) -> None:
+            fake.sent[behaviour] = fake.sent.get(behaviour, 0) + n
+
     return Handler
+
+
+#: Items of every wrong type a list page could hold: none may raise, the one good issue is kept.
+WRONG_TYPES: list[Any] = [
+    1, "x", None, [], True,
+    {"number": "7", "title": 5},
+    {"number": True, "title": "a bool is no number"},
+    {"number": 10**30, "title": "too big"},
+    {"number": 8, "title": ["list"], "body": {"x": 1}, "labels": "bug", "user": "me", "comments": "many",
+     "created_at": 5, "updated_at": None, "closed_at": [], "author_association": 3, "state_reason": 1},
+    {"number": 9, "labels": [None, 3, {"name": 4}, {"name": "ok"}], "user": {"login": 5}, "pull_request": None,
+     "event": "commented", "source": "nope", "draft": False, "tag_name": 3, "body": "fixed in #12 and #" + "9" * 5000},
+    {"event": "cross-referenced", "source": {"issue": "nope"}},
+    {"event": "cross-referenced", "source": {"issue": {"number": "1", "pull_request": {"merged_at": 5}}}},
+    {"event": "closed", "commit_id": 42},
+]
+
+
+def self_signed(folder: Any) -> tuple[str, str]:
+    """A throw-away certificate for 127.0.0.1 (``openssl``): (cert file, key file)."""
+    cert, key = str(folder / "cert.pem"), str(folder / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
 
 
 class FakeGitHubServer:
     """Runs a :class:`FakeGitHub` on an ephemeral loopback port in a thread."""
 
-    def __init__(self, fake: FakeGitHub) -> None:
+    def __init__(self, fake: FakeGitHub, tls: tuple[str, str] | None = None) -> None:
         self.fake = fake
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-        fake.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.httpd.daemon_threads = True  # a hostile answer may still be writing when the test ends
+        scheme = "http"
+        if tls:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+            scheme = "https"
+        fake.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def __enter__(self) -> FakeGitHub:

@@ -333,3 +333,107 @@ def test_a_name_that_does_not_resolve_is_one_clear_error_at_once() -> None:
         client.get(client.url("repos/o/r/issues"))
     assert len(refused) == 3 and len(waits) == 2
     assert not unresolvable(httpx.ConnectError("[Errno 111] Connection refused"))
+
+
+# -- a hostile server (issue 31) ------------------------------------------------------------
+def hostile(behaviour: str, path: str = r"/issues$") -> FakeGitHub:
+    fake = FakeGitHub(page_size=2)
+    populate(fake)
+    fake.hostile[path] = behaviour
+    return fake
+
+
+def test_a_looping_or_endless_next_link_stops(tmp_path: Path) -> None:
+    with FakeGitHubServer(hostile("loop")) as github:
+        notices: list[str] = []
+        with GitHubClient(github.url, on_wait=notices.append) as client:
+            pages = list(client.paginate(client.url(f"repos/{REPO}/issues", {"state": "closed"})))
+        assert len(pages) == 2 and any("loops back" in n for n in notices)
+        for extra in ([], ["--max", "5"]):
+            result = CliRunner().invoke(app, ["sync-issues", REPO, "--api-url", github.url, "--index-dir",
+                                              str(tmp_path / "i"), "--export", str(tmp_path / f"x{len(extra)}.jsonl"),
+                                              *extra])
+            assert result.exit_code == 0 and "loops back" in result.output, result.output
+    with FakeGitHubServer(hostile("empty_forever")) as github, GitHubClient(github.url) as client:
+        assert [body for body, _ in client.paginate(client.url(f"repos/{REPO}/issues"))] == [[]]
+    assert len(github.requests_to(r"/issues$")) == 1
+
+
+def test_a_trickling_body_hits_the_whole_request_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = hostile("trickle")
+    fake.trickle_s = 0.05  # each read is quick: only a deadline on the whole request stops it
+    with FakeGitHubServer(fake) as github:
+        with GitHubClient(github.url, deadline=0.5) as client:
+            start = time.monotonic()
+            with pytest.raises(UserError, match=r"did not finish answering within 0.5 s"):
+                client.get(client.url(f"repos/{REPO}/issues", {"state": "closed"}))
+            assert time.monotonic() - start < 1.5
+        monkeypatch.setenv("RLMEDIC_GITHUB_DEADLINE_S", "0.5")
+        start = time.monotonic()
+        result = CliRunner().invoke(app, ["sync-issues", REPO, "--api-url", github.url, "--index-dir", str(tmp_path / "i")])
+        assert result.exit_code == 2 and "within 0.5 s" in result.output and time.monotonic() - start < 3
+        monkeypatch.setenv("RLMEDIC_GITHUB_DEADLINE_S", "soon")
+        result = CliRunner().invoke(app, ["sync-issues", REPO, "--api-url", github.url, "--index-dir", str(tmp_path / "i")])
+        assert result.exit_code == 2 and "RLMEDIC_GITHUB_DEADLINE_S" in result.output
+
+
+@pytest.mark.parametrize("behaviour", ["huge", "endless"])
+def test_a_huge_or_endless_body_is_refused_while_it_streams(behaviour: str) -> None:
+    with FakeGitHubServer(hostile(behaviour)) as github, GitHubClient(github.url, max_bytes=1 << 20) as client:
+        start = time.monotonic()
+        with pytest.raises(UserError, match="larger than 1 MB; refusing it"):
+            client.get(client.url(f"repos/{REPO}/issues"))
+        assert time.monotonic() - start < 3
+    assert github.sent.get(behaviour, 0) < 64 << 20  # the client hung up long before 1.2 GB
+
+
+@pytest.mark.parametrize("behaviour", ["nested", "nested_900", "not_a_list"])
+def test_deep_or_misshapen_json_is_one_line(behaviour: str, tmp_path: Path) -> None:
+    with FakeGitHubServer(hostile(behaviour)) as github:
+        result = CliRunner().invoke(app, ["sync-issues", REPO, "--api-url", github.url, "--index-dir", str(tmp_path / "i")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert ("nests deeper than" if behaviour.startswith("nested") else "where a list of issues was expected") in result.output
+
+
+@pytest.mark.parametrize("path", [r"/issues$", r"/timeline$", r"/releases$"])
+def test_wrong_json_types_are_skipped_never_a_traceback(path: str) -> None:
+    from rlmedic.knowledge.sync import SyncReport, fetch_threads
+
+    fake = hostile("wrong_types", path)
+    reply = [comment("lead", "OWNER", "Fixed on main.")]
+    fake.timelines[(REPO, 8)] = fake.timelines[(REPO, 9)] = reply
+    with FakeGitHubServer(fake) as github, GitHubClient(github.url) as client:
+        records = list(fetch_threads(client, REPO, SyncReport()))
+    numbers = sorted(r["number"] for r in records)
+    if path == r"/issues$":
+        assert numbers == [8, 9]  # the two items with a usable number; every field of the wrong type is emptied
+        assert all(isinstance(r["title"], str) and isinstance(r["labels"], list) for r in records)
+    elif path == r"/timeline$":
+        assert numbers == [1, 5]  # #2 was kept for its maintainer reply, which this timeline no longer has
+    else:
+        assert numbers == [1, 2, 5]  # the odd releases dropped, every thread kept
+
+
+def test_a_401_that_echoes_the_token_never_prints_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "ghp_" + "R4nd0mT0k3n" * 3
+    monkeypatch.setenv("MY_GH", token)
+    with FakeGitHubServer(hostile("echo_auth")) as github:
+        result = CliRunner().invoke(app, ["sync-issues", REPO, "--api-url", github.url, "--index-dir", str(tmp_path / "i"),
+                                          "--token-env", "MY_GH"])
+    assert github.log[0].authorization == f"Bearer {token}"  # it was sent, and echoed back
+    assert result.exit_code == 2 and "GitHub refused the token" in result.output
+    assert token not in result.output and token[4:20] not in result.output
+
+
+def test_a_link_from_https_to_http_is_not_followed(tmp_path: Path) -> None:
+    import ssl
+
+    from fake_github import self_signed
+
+    cert, key = self_signed(tmp_path)
+    with FakeGitHubServer(hostile("downgrade"), tls=(cert, key)) as github:
+        assert github.url.startswith("https://")
+        client = GitHubClient(github.url, token="tok-secret", verify=ssl.create_default_context(cafile=cert))
+        with client, pytest.raises(UserError, match=r"from https to http .*unencrypted"):
+            list(client.paginate(client.url(f"repos/{REPO}/issues", {"state": "closed"})))
+    assert len(github.log) == 1  # page 1 over TLS; nothing sent to http://
