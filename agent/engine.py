@@ -14,23 +14,34 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from rlmedic.agent.events import Event, Failed, Final
-from rlmedic.agent.llm import LLMConfig, ServerUnavailable, probe
+from rlmedic.agent.llm import LLMConfig, ServerUnavailable, probe, server_reason
 from rlmedic.agent.loop import Agent, Budgets
 
 
 def _server_error(exc: BaseException) -> str | None:
-    """One line for errors that mean "the model server failed", None for anything else."""
+    """One line for errors that mean "the model server failed", None for anything else.
+
+    The server's own reason (context length, no tool-call parser...) is kept, bounded and
+    redacted: it is what the user needs to fix the server.
+    """
     try:
         import httpx
+        import httpx2
         import openai
-    except ImportError:  # pragma: no cover - both are dependencies
+    except ImportError:  # pragma: no cover - all are dependencies
         return None
+    reason = server_reason(exc)
+    because = f": {reason}" if reason else ""
     if isinstance(exc, openai.APITimeoutError):
         return "the model server timed out"
     if isinstance(exc, openai.APIStatusError):
-        return f"the model server answered HTTP {exc.status_code}"
-    if isinstance(exc, (openai.APIConnectionError, httpx.HTTPError)):
+        return f"the model server answered HTTP {exc.status_code}{because}"
+    if isinstance(exc, (openai.APIConnectionError, httpx.HTTPError, httpx2.HTTPError)):
         return "the model server connection failed"
+    if isinstance(exc, openai.APIError):  # an error event inside a 200 stream (SGLang, vLLM)
+        return f"the model server sent an error in its stream{because}"
+    if isinstance(exc, ValueError) and "No generations found in stream" in str(exc):
+        return "the model server's stream held no reply"
     return None
 
 

@@ -10,6 +10,7 @@ call a real model by accident.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import ipaddress
 import json
@@ -35,6 +36,12 @@ MAX_TOKENS = 1536
 #: Retries of a request answered 429 or 503, and the longest ``Retry-After`` honoured.
 RETRIES = 2
 MAX_RETRY_AFTER_S = 10.0
+#: The longest SSE line read whole; a longer one (a runaway argument in one chunk) is dropped unread.
+MAX_SSE_LINE = 1 << 20
+#: The largest plain JSON body accepted in answer to a streaming request.
+MAX_JSON_BODY = 8 << 20
+#: Notes from the wire for the run in progress (``WireRepair`` appends; the loop reads them).
+WIRE_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("rlmedic_wire_notes", default=None)
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,8 @@ def probe(config: LLMConfig, timeout_s: float = PROBE_TIMEOUT_S, *, retries: int
                 body = json.loads(response.read() or b"{}")
             break
         except urllib.error.HTTPError as exc:
+            if config.model and exc.code in (404, 405, 501):  # a server without a model list: the named model is used
+                return config.model
             wait = retry_after(exc.headers) if exc.code in (429, 503) else None
             if wait is None or wait > MAX_RETRY_AFTER_S or attempt == retries:
                 raise ServerUnavailable(f"model server at {config.base_url} answered HTTP {exc.code}") from None
@@ -202,12 +211,234 @@ def retrying_transport(inner: Any, *, retries: int = RETRIES, max_wait_s: float 
     return RetryTransport()
 
 
+def _note(text: str) -> None:
+    notes = WIRE_NOTES.get()
+    if notes is not None and text not in notes:
+        notes.append(text)
+
+
+def server_reason(exc: BaseException, limit: int = 200) -> str:
+    """The reason a server gave with an error (``message`` of its JSON body), one redacted line."""
+    from rlmedic.redact import redact
+
+    body = getattr(exc, "body", None)
+    reason: Any = None
+    if isinstance(body, dict):
+        reason = body.get("message") or body.get("detail")
+        error = body.get("error")
+        if not reason and isinstance(error, dict):
+            reason = error.get("message")
+        elif not reason and isinstance(error, str):
+            reason = error
+    if not reason:
+        reason = getattr(exc, "message", "") or ""
+        if str(reason).startswith("Error code:"):  # openai's own wording around an unparsed body
+            reason = ""
+    text = " ".join(redact(str(reason)).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _RepairedStream:
+    """An SSE byte stream read line by line and repaired on the way (see :func:`wire_repair`);
+    :func:`wire_repair` mixes it with httpx2's ``SyncByteStream``, which the client requires."""
+
+    def __init__(self, inner: Any, max_calls: int, max_arg_chars: int) -> None:
+        self.inner = inner
+        self.max_calls, self.max_arg_chars = max_calls, max_arg_chars
+        self.finished = self.calls_seen = False
+        self.arg_chars: dict[int, int] = {}
+        self.oversized: set[int] = set()
+        self.dropped: set[int] = set()
+        self.chunk_id = ""
+
+    def __iter__(self) -> Any:
+        buffer = b""
+        skipping = False
+        for data in self.inner:
+            buffer += data
+            while True:
+                end = buffer.find(b"\n")
+                if end < 0:
+                    break
+                line, buffer = buffer[: end + 1], buffer[end + 1:]
+                if skipping:  # the tail of an over-long line
+                    skipping = False
+                    continue
+                yield self._line(line)
+            if len(buffer) > MAX_SSE_LINE:
+                skipping = True
+                buffer = b""
+                _note(f"the server sent an SSE line over {MAX_SSE_LINE} bytes; it was dropped unread")
+        if buffer and not skipping:
+            yield self._line(buffer)
+        if self.dropped:
+            _note(f"the model wrote {self.max_calls + len(self.dropped)} tool calls in one reply; only the first "
+                  f"{self.max_calls} were read")
+        if self.oversized:
+            _note(f"a tool call's arguments exceeded {self.max_arg_chars} characters; they were not read")
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
+
+    def _line(self, line: bytes) -> bytes:
+        if not line.startswith(b"data:"):
+            return line
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            if not self.finished:  # a complete stream: [DONE] says so even without a finish_reason
+                self.finished = True
+                finish = "tool_calls" if self.calls_seen else "stop"
+                _note("the server sent [DONE] without a finish_reason; the reply was taken as complete")
+                chunk = {"id": self.chunk_id, "object": "chat.completion.chunk", "created": 0, "model": "",
+                         "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
+                return b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n"
+            return line
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            return line
+        if not isinstance(chunk, dict):
+            return line
+        self.chunk_id = chunk.get("id") or self.chunk_id
+        changed = False
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            if choice.get("finish_reason"):
+                self.finished = True
+            delta = choice.get("delta") or {}
+            calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+            if not calls or not isinstance(calls, list):
+                continue
+            kept = []
+            for position, call in enumerate(calls):
+                if not isinstance(call, dict):
+                    continue
+                index = call.get("index", position)
+                index = index if isinstance(index, int) else position
+                if index >= self.max_calls:
+                    self.dropped.add(index)
+                    continue
+                function = call.get("function") or {}
+                args = function.get("arguments") if isinstance(function, dict) else None
+                if args is not None and not isinstance(args, str):  # an object, not a string: some parsers
+                    function["arguments"] = args = json.dumps(args, ensure_ascii=False)
+                    changed = True
+                if isinstance(args, str):
+                    total = self.arg_chars.get(index, 0) + len(args)
+                    self.arg_chars[index] = total
+                    if total > self.max_arg_chars or index in self.oversized:
+                        self.oversized.add(index)  # the rest is not forwarded: the call stays unparsed
+                        function["arguments"] = ""
+                        changed = True
+                kept.append(call)
+            if len(kept) != len(calls):
+                delta["tool_calls"] = kept
+                changed = True
+            self.calls_seen = self.calls_seen or bool(kept)
+        if not changed:
+            return line
+        return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n"
+
+
+def _json_as_sse(body: bytes) -> bytes:
+    """One chat.completion body (sent to a streaming request) as the SSE chunks it stands for."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("error"):
+        return b"data: " + json.dumps({"error": data["error"]}).encode() + b"\n\n"
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not choices or not isinstance(choices[0], dict):
+        error = {"message": "the server answered a streaming request with a body that is not a chat completion"}
+        return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
+    choice = choices[0]
+    message = choice.get("message") or {}
+    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+    calls = []
+    for index, call in enumerate(message.get("tool_calls") or []):
+        if isinstance(call, dict):
+            calls.append({**call, "index": index})
+    if calls:
+        delta["tool_calls"] = calls
+    chunk = {"id": data.get("id") or "", "object": "chat.completion.chunk", "created": data.get("created") or 0,
+             "model": data.get("model") or "", "choices": [{"index": 0, "delta": delta,
+                                                           "finish_reason": choice.get("finish_reason")}]}
+    out = b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
+    if data.get("usage"):
+        usage = {**chunk, "choices": [], "usage": data["usage"]}
+        out += b"data: " + json.dumps(usage).encode() + b"\n\n"
+    return out + b"data: [DONE]\n\n"
+
+
+def wire_repair(inner: Any, *, max_calls: int | None = None, max_arg_chars: int | None = None) -> Any:
+    """A transport that makes what OpenAI-compatible servers really send readable by the client.
+
+    On a streamed chat completion (it changes nothing else):
+
+    - tool-call arguments sent as a JSON object, not a string, become the string;
+    - at most ``max_calls`` tool calls of one reply are passed on, and a call's arguments
+      stop being passed past ``max_arg_chars`` (the call then fails to parse and is refused
+      with a short error: never echoed whole); an SSE line over :data:`MAX_SSE_LINE` is dropped;
+    - ``[DONE]`` after no ``finish_reason`` gets one (the stream was complete, not cut);
+    - one plain JSON body in answer to a streaming request becomes the stream it stands for.
+
+    What it did is noted in :data:`WIRE_NOTES` for the run in progress.
+    """
+    import httpx2
+
+    from rlmedic.agent.textcalls import MAX_ARG_CHARS, MAX_CALLS_PER_REPLY
+
+    calls_cap = max_calls or MAX_CALLS_PER_REPLY
+    args_cap = max_arg_chars or MAX_ARG_CHARS
+
+    class RepairedStream(_RepairedStream, httpx2.SyncByteStream):
+        pass
+
+    class WireRepair(httpx2.BaseTransport):
+        def handle_request(self, request: Any) -> Any:
+            response = inner.handle_request(request)
+            if (request.method != "POST" or not request.url.path.rstrip("/").endswith("/chat/completions")
+                    or response.status_code != 200):
+                return response
+            try:
+                streaming = bool(json.loads(request.content or b"{}").get("stream"))
+            except (ValueError, AttributeError, httpx2.RequestNotRead):
+                streaming = False
+            if not streaming:
+                return response
+            headers = [(k, v) for k, v in response.headers.items() if k.lower() not in ("content-length", "content-encoding")]
+            if "text/event-stream" in response.headers.get("content-type", ""):
+                stream = RepairedStream(response.stream, calls_cap, args_cap)
+                return httpx2.Response(200, headers=headers, stream=stream, request=request,
+                                       extensions=response.extensions)
+            body = b""
+            for data in response.stream:
+                body += data
+                if len(body) > MAX_JSON_BODY:
+                    break
+            response.close()
+            _note("the server answered a streaming request with one JSON body; it was read as one chunk")
+            sse = _json_as_sse(body) if len(body) <= MAX_JSON_BODY else _json_as_sse(b"")
+            headers = [(k, v) for k, v in headers if k.lower() != "content-type"] + [("content-type", "text/event-stream")]
+            return httpx2.Response(200, headers=headers, content=sse, request=request)
+
+        def close(self) -> None:
+            inner.close()
+
+    return WireRepair()
+
+
 @functools.lru_cache(maxsize=8)
 def chat_model(config: LLMConfig, model: str) -> Any:
     """The LangChain chat model for ``config`` (chat completions, streamed).
 
     Bounded: ``max_tokens`` on every request, a read timeout for stalled servers, 429/503
-    retried with ``Retry-After`` (:func:`retrying_transport`), nothing else retried.
+    retried with ``Retry-After`` (:func:`retrying_transport`), nothing else retried; what
+    servers send that the client cannot read is repaired on the wire (:func:`wire_repair`).
     Cached: building one costs ~0.2 s (HTTP clients, TLS context), and a long-lived
     process (web, Slack) makes an agent per conversation.
     """
@@ -220,7 +451,7 @@ def chat_model(config: LLMConfig, model: str) -> Any:
 
     check_allowed(config.base_url)
     timeout = httpx2.Timeout(connect=min(5.0, config.timeout_s), read=config.stall_s, write=30.0, pool=5.0)
-    client = httpx2.Client(transport=retrying_transport(httpx2.HTTPTransport()), timeout=timeout)
+    client = httpx2.Client(transport=wire_repair(retrying_transport(httpx2.HTTPTransport())), timeout=timeout)
     return ChatOpenAI(
         base_url=config.base_url,
         api_key=config.api_key,

@@ -12,11 +12,21 @@ safe with small local models and enforces the budgets:
 - an empty reply, or no tool call although files were attached: rlmedic runs the
   deterministic tools itself and grounds the answer in them;
 - budgets: model calls, tool calls, tool-output characters, total time; old tool outputs
-  are trimmed before the context overflows.
+  are trimmed before the context overflows;
+- a server that refuses the request (HTTP 400, or an error event in the stream) because the
+  context is too long, or because it cannot take tool definitions, is asked once more with
+  a shorter context, or with the tools described in the prompt and called as text.
+
+The model's text is shown once its reply is complete and checked (:mod:`rlmedic.agent.replies`,
+:mod:`rlmedic.agent.claims`): a repetition loop or a question back for evidence already
+attached is no answer (the offline answer follows); a cause the tools contradict is said to
+be contradicted first, and the answer leads with the tools' root cause; unverified claims
+are marked inline in every front door.
 
 The tool context (allowed roots, deadline) is bound here, never part of a schema, so
 a model cannot widen what it may read. Memory: a LangGraph checkpointer keyed by thread
-id, on disk in the data dir, so a conversation survives a restart.
+id, on disk in the data dir (0600), so a conversation survives a restart; it keeps what the
+model was sent (redacted), never the tools' whole results.
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from rlmedic.agent import claims, prompts
+from rlmedic.agent import claims, prompts, replies
 from rlmedic.agent.events import Answer, Event, Final, Notice, TextDelta, ToolFinished, ToolStarted
 from rlmedic.agent.llm import LLMConfig
 
@@ -56,6 +66,9 @@ class RunState:
     results: list[Any] = field(default_factory=list)  # registry ToolResults, in call order
     calls: list[dict[str, Any]] = field(default_factory=list)
     parse_retry_used: bool = False
+    adapted: str = ""  # "context" or "tools": how the request was changed after the server refused it
+    wire: list[str] = field(default_factory=list)  # what the wire repair did (llm.WIRE_NOTES)
+    artifacts: dict[str, Any] = field(default_factory=dict)  # tool_call_id -> ToolResult (not stored in memory)
     cut: str = ""  # why the model's last reply is incomplete ("" when it ended normally)
     fallback: str = ""  # why the model's answer cannot be used ("" when it can)
     notes: list[str] = field(default_factory=list)
@@ -87,7 +100,37 @@ class Guard:
         from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
         def err(call: dict[str, Any], text: str) -> ToolMessage:
-            return ToolMessage(content=text, tool_call_id=call["id"], name=call["name"], status="error")
+            return ToolMessage(content=text, tool_call_id=call.get("id") or "", name=call.get("name") or "",
+                               status="error")
+
+        def ask(request: Any, handler: Callable[[Any], Any]) -> Any:
+            """One model call; a refusal the request can be adapted to is retried once, adapted."""
+            run = run_ref()
+            if run.adapted:
+                request = adapt(request, run.adapted, run)
+            try:
+                return handler(request)
+            except Exception as exc:  # noqa: BLE001 - only refusals one change can fix are retried
+                kind = refusal_kind(exc)
+                if not kind or run.adapted or run.model_calls >= budgets.model_calls:
+                    raise
+                run.adapted = kind
+                run.model_calls += 1
+                from rlmedic.agent.llm import server_reason
+
+                what = ("asked again with a shorter context" if kind == "context" else
+                        "asked again with the tools described in the prompt (text tool calls)")
+                run.notes.append(f"the model server refused the request ({server_reason(exc) or type(exc).__name__}); {what}")
+                return handler(adapt(request, kind, run))
+
+        def adapt(request: Any, kind: str, run: RunState) -> Any:
+            if kind == "context":
+                return request.override(messages=shrink_context(request.messages, budgets))
+            from langchain_core.messages import SystemMessage
+
+            system = _text(request.system_message.content) if request.system_message is not None else ""
+            return request.override(tools=[], system_message=SystemMessage(
+                content=system + "\n\n" + prompts.text_calls(request.tools)))
 
         class _Guard(AgentMiddleware):
             name = "rlmedic_guard"
@@ -102,7 +145,7 @@ class Guard:
                     return ModelResponse(result=[AIMessage(content="")])
                 request = request.override(messages=trim_context(request.messages, budgets))
                 run.model_calls += 1
-                message = tidy(handler(request), tool_names, run)
+                message = tidy(ask(request, handler), tool_names, run)
                 retry_reason = what = why = ""
                 if message.invalid_tool_calls and not message.tool_calls:
                     why = _describe_error(message.invalid_tool_calls)
@@ -117,7 +160,7 @@ class Guard:
                         retry = list(request.messages) + [AIMessage(content=_text(message.content)),
                                                           HumanMessage(content=retry_reason)]
                         run.model_calls += 1
-                        message = tidy(handler(request.override(messages=retry)), tool_names, run)
+                        message = tidy(ask(request.override(messages=retry), handler), tool_names, run)
                         if run.cut and (message.tool_calls or message.invalid_tool_calls):
                             message = message.model_copy(update={"tool_calls": [], "invalid_tool_calls": []})
                     if not message.tool_calls and (message.invalid_tool_calls or run.cut):
@@ -138,11 +181,65 @@ class Guard:
                 run.seen.add(key)
                 run.tool_calls += 1
                 try:
-                    return handler(request)
+                    message = handler(request)
                 except Exception as exc:  # noqa: BLE001 - a tool bug becomes a result, not a dead run
-                    return err(call, f"error: the tool {call['name']} failed: {type(exc).__name__}: {exc}")
+                    return err(call, f"error: the tool {call['name']} failed: {type(exc).__name__}: "
+                                     f"{short_error(str(exc))}")
+                if isinstance(message, ToolMessage) and message.artifact is not None:
+                    # the memory keeps what the model was sent, not the whole result
+                    run.artifacts[message.tool_call_id] = message.artifact
+                    message = message.model_copy(update={"artifact": None})
+                return message
 
         return _Guard()
+
+
+def refusal_kind(exc: BaseException) -> str:
+    """"context" or "tools" when the server refused a request for a reason one change fixes, else ""."""
+    import re
+
+    try:
+        import openai
+    except ImportError:  # pragma: no cover - a dependency
+        return ""
+    if not isinstance(exc, openai.APIError) or isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError)):
+        return ""
+    if isinstance(exc, openai.APIStatusError) and exc.status_code not in (400, 413, 422):
+        return ""
+    from rlmedic.agent.llm import server_reason
+
+    reason = server_reason(exc, limit=400)
+    if re.search(r"context (?:length|window)|maximum context|max_model_len|too many tokens|too long|"
+                 r"exceeds? the (?:model|maximum)", reason, re.I):
+        return "context"
+    if isinstance(exc, openai.APIStatusError) and re.search(r"tool|function.?call", reason, re.I):
+        return "tools"
+    return ""
+
+
+def shrink_context(messages: list[Any], budgets: Budgets) -> list[Any]:
+    """The messages fitted to a server whose context is shorter than assumed: every tool output
+    cut to a few thousand characters, then old ones trimmed to a quarter of the usual budget."""
+    import dataclasses
+
+    from langchain_core.messages import ToolMessage
+
+    from rlmedic.registry import bounded
+
+    out = [m.model_copy(update={"content": bounded(_text(m.content), 3000)}) if isinstance(m, ToolMessage) else m
+           for m in messages]
+    return trim_context(out, dataclasses.replace(budgets, context_chars=budgets.context_chars // 4, keep_recent_tools=1))
+
+
+#: The most characters of an error text a model, a log line or a notice receives.
+MAX_ERROR_CHARS = 500
+
+
+def short_error(text: str) -> str:
+    """An error text bounded to :data:`MAX_ERROR_CHARS` (errors can echo a huge argument)."""
+    from rlmedic.registry import bounded
+
+    return bounded(text, MAX_ERROR_CHARS)
 
 
 def tidy(response: Any, tool_names: list[str], run: RunState) -> Any:
@@ -151,12 +248,14 @@ def tidy(response: Any, tool_names: list[str], run: RunState) -> Any:
     - ``<think>`` blocks leave the content (so they are neither shown nor sent back);
     - with no structured call, a call written as text (``<tool_call>``, fenced JSON, ...)
       becomes a real one (:mod:`rlmedic.agent.textcalls`);
+    - structured calls whose arguments did not parse get the same JSON repair as text calls;
+      a call without an id gets one; at most ``MAX_CALLS_PER_REPLY`` calls are kept;
     - ``finish_reason`` ``length``, or none at all (the stream closed early), sets
       ``run.cut``: the caller never runs cut arguments nor takes cut text as complete.
     """
     from langchain_core.messages import AIMessage
 
-    from rlmedic.agent.textcalls import parse_tool_calls, strip_think
+    from rlmedic.agent.textcalls import MAX_CALLS_PER_REPLY, loads_lenient, parse_tool_calls, strip_think
 
     message = response.result[-1] if response.result else AIMessage(content="")
     if not isinstance(message, AIMessage):
@@ -172,11 +271,30 @@ def tidy(response: Any, tool_names: list[str], run: RunState) -> Any:
     update: dict[str, Any] = {}
     if clean != content:
         update["content"] = clean
-    if not message.tool_calls and not message.invalid_tool_calls and not run.cut:
-        calls, prose = parse_tool_calls(content, tool_names)
-        if calls:
-            update.update(content=prose, tool_calls=[c.as_langchain() for c in calls])
-            run.notes.append(f"the model wrote {len(calls)} tool call(s) as text; rlmedic read them")
+    calls, invalid = list(message.tool_calls), []
+    if not run.cut:
+        for bad in message.invalid_tool_calls:  # the repair text calls get, for structured ones too
+            args = loads_lenient(bad.get("args") or "{}") if isinstance(bad.get("args") or "{}", str) else None
+            if bad.get("name") in tool_names and isinstance(args, dict):
+                calls.append({"name": bad["name"], "args": args, "id": bad.get("id"), "type": "tool_call"})
+            else:
+                invalid.append(bad)
+        if len(invalid) != len(message.invalid_tool_calls):
+            run.notes.append("a tool call's arguments were repaired (malformed JSON)")
+            update.update(tool_calls=calls, invalid_tool_calls=invalid)
+    if len(calls) > MAX_CALLS_PER_REPLY:
+        run.notes.append(f"the model wrote {len(calls)} tool calls in one reply; only the first "
+                         f"{MAX_CALLS_PER_REPLY} were read")
+        calls = calls[:MAX_CALLS_PER_REPLY]
+        update["tool_calls"] = calls
+    if any(not c.get("id") for c in calls):  # a null id: the tool's result could not be paired with it
+        update["tool_calls"] = calls = [c if c.get("id") else {**c, "id": f"call_{uuid.uuid4().hex[:16]}"}
+                                        for c in calls]
+    if not calls and not message.invalid_tool_calls and not run.cut:
+        text_calls, prose = parse_tool_calls(content, tool_names)
+        if text_calls:
+            update.update(content=prose, tool_calls=[c.as_langchain() for c in text_calls])
+            run.notes.append(f"the model wrote {len(text_calls)} tool call(s) as text; rlmedic read them")
     return message.model_copy(update=update) if update else message
 
 
@@ -246,8 +364,29 @@ def checkpointer(thread_id: str | None) -> Any:
     from rlmedic.settings import data_dir
 
     path = data_dir() / "conversations.sqlite"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return SqliteSaver(sqlite3.connect(str(path), check_same_thread=False))
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    private_files(path)
+    connection = sqlite3.connect(str(path), check_same_thread=False)
+    saver = SqliteSaver(connection)
+    saver.setup()  # creates the tables (and, in WAL mode, the -wal and -shm files) now, to make them private
+    private_files(path)
+    return saver
+
+
+def private_files(path: Path) -> None:
+    """``path`` and its SQLite companions (``-wal``, ``-shm``, ``-journal``) made 0600, ``path``
+    created so when missing (SQLite gives the companions the database file's mode)."""
+    import os
+
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    except OSError:
+        return  # a read-only data dir: SQLite reports its own error
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            os.chmod(f"{path}{suffix}", 0o600)
+        except OSError:
+            pass
 
 
 def earlier_lines(evidence: Sequence[Any]) -> str:
@@ -318,9 +457,11 @@ class Agent:
         (the caller turns them into the offline answer with what this run gathered)."""
         from langchain_core.messages import HumanMessage
 
+        from rlmedic.agent.llm import WIRE_NOTES
         from rlmedic.confine import redact
 
         self.run = RunState()
+        WIRE_NOTES.set(self.run.wire)
         if self._own_deadline:  # tools stop with the run's time budget
             self.ctx.deadline = self.run.started + self.budgets.seconds
         content = (redact(question) + prompts.attachment_lines(describe_attachments(self.attachments))
@@ -333,36 +474,28 @@ class Agent:
                 "callbacks": [deadline_callback(self.run.started + self.budgets.seconds)]}
 
     def _stream(self, payload: dict[str, Any]) -> Iterator[Event]:
-        """The graph's events; text is filtered (no reasoning, no tool-call markup) and the
-        stream is abandoned when the run's time budget is spent (a runaway generation)."""
-        from langchain_core.messages import AIMessage, AIMessageChunk, ToolMessage
+        """The graph's tool steps; the stream is abandoned when the run's time budget is spent
+        (a runaway generation). The model's text is not streamed: :meth:`_finish` shows it once
+        the reply is complete and checked (a loop, a question back or a contradicted cause must
+        never reach the user as the answer, and every front door gets the marked text)."""
+        from langchain_core.messages import AIMessage, ToolMessage
 
-        from rlmedic.agent.textcalls import VisibleText
-
-        filters: dict[str, VisibleText] = {}
-        stream = self.graph.stream(payload, self._config(), stream_mode=["messages", "updates"])
+        stream = self.graph.stream(payload, self._config(), stream_mode="updates")
         try:
-            for mode, item in _until_deadline(stream, self.run, self.budgets):
-                if mode == "messages":
-                    chunk, meta = item
-                    if isinstance(chunk, AIMessageChunk) and meta.get("langgraph_node") == "model":
-                        text = filters.setdefault(chunk.id or "", VisibleText()).feed(_text(chunk.content))
-                        if text:
-                            yield TextDelta(text)
-                    continue
+            for item in _until_deadline(stream, self.run, self.budgets):
                 for update in (item or {}).values():
                     for message in (update or {}).get("messages", []) if isinstance(update, dict) else []:
                         if isinstance(message, AIMessage):
                             for call in message.tool_calls:
-                                yield ToolStarted(id=call["id"] or "", name=call["name"], args=call["args"])
+                                yield ToolStarted(id=call["id"] or "", name=call["name"], args=bounded_args(call["args"]))
                         elif isinstance(message, ToolMessage):
-                            result = message.artifact
+                            result = self.run.artifacts.get(message.tool_call_id, message.artifact)
                             if result is not None and hasattr(result, "ok"):
                                 yield ToolFinished(id=message.tool_call_id, name=result.name, ok=result.ok,
                                                    data=result.data, error=result.error, seconds=result.seconds)
                             else:
                                 yield ToolFinished(id=message.tool_call_id, name=message.name or "",
-                                                   ok=message.status != "error", error=_text(message.content))
+                                                   ok=message.status != "error", error=short_error(_text(message.content)))
         finally:
             stream.close()  # closes the HTTP response of a generation still running
 
@@ -393,19 +526,25 @@ class Agent:
                 out.append(path)
         return out
 
+    def _notes(self) -> list[str]:
+        """The run's notes so far, the wire repair's included, without repeats."""
+        return list(dict.fromkeys(self.run.notes + self.run.wire))
+
     def _finish(self, question: str) -> Iterator[Event]:
         from langchain_core.messages import HumanMessage
 
         from rlmedic.agent.investigate import plan_calls, question_evidence, run_tools
 
         run = self.run
-        for note in run.notes:
+        shown = self._notes()
+        for note in shown:
             yield Notice(note)
         reply = "" if run.fallback else self._last_reply()
         missing = self.uninvestigated() if self.attachments else []
         if missing:
             # evidence, not call counts: files the model did not read (no call, or only failed calls)
-            # are investigated by rlmedic itself, and the model is asked once more with the results
+            # are investigated by rlmedic itself, and the model is asked once more with the results;
+            # the first reply is dropped (it was written without the evidence)
             names = ", ".join(p.name for p in missing)
             yield Notice(f"the model did not investigate {names}; rlmedic ran the tools itself")
             self._fresh_deadline()
@@ -420,17 +559,24 @@ class Agent:
                 reply = "" if run.fallback else self._last_reply()
             else:
                 reply = ""
-        if not reply:
-            why = run.fallback or "the model returned an empty reply"
-            run.fallback = why
-            return  # no Final: the engine composes the answer from the tools
         pasted = question_evidence(question, self.ctx)  # log text in the question grounds the category too
+        if reply and not run.cut and replies.degenerate(reply):
+            run.fallback = f"the model's reply was a repetition loop ({len(reply)} characters), not an answer"
+            reply = ""
+        elif reply and replies.asks_back(reply) and (pasted is not None or any(r.ok for r in run.results)):
+            run.fallback = "the model asked for evidence rlmedic already has instead of answering"
+            reply = ""
+        if not reply:
+            run.fallback = run.fallback or "the model returned an empty reply"
+            for note in self._notes()[len(shown):]:
+                yield Notice(note)
+            return  # no Final: the engine composes the answer from the tools
         new = [r.evidence for r in run.results if r.ok and getattr(r, "evidence", None) is not None]
         fresh = {e.call for e in new}
         evidence = ([pasted] if pasted is not None else []) + new + [e for e in self.earlier if e.call not in fresh]
         self.gathered = ([pasted] if pasted is not None else []) + new
         answer = self._compose(question, reply, evidence)
-        notes = list(run.notes)
+        notes = self._notes()
         if run.cut:
             answer.answer = reply.rstrip() + "\n[the model's reply was cut off here]"
             notes.append(f"the model's reply is incomplete ({run.cut})")
@@ -440,10 +586,19 @@ class Agent:
         answer.answer, unsupported = claims.check(answer.answer, haystack)
         if unsupported:
             notes.append(claims.notice(unsupported))
-        for note in notes[len(run.notes):]:
+        against = replies.contradiction(reply, answer.category) if answer.root_cause else ""
+        if against:
+            notes.append(f"the model names another cause ({against}) than the tools' root cause ({answer.category}); "
+                         "the answer leads with the tools' root cause")
+            answer.answer = prompts.CONTRADICTED.format(root=answer.root_cause, category=answer.category,
+                                                        evidence=", ".join(answer.evidence[:3]) or "see below",
+                                                        model=answer.answer)
+            answer.summary = answer.root_cause.split("\n", 1)[0][:300]
+        for note in notes[len(shown):]:
             yield Notice(note)
-        answer.tool_calls = run.calls
+        answer.tool_calls = [{**c, "args": bounded_args(c.get("args") or {})} for c in run.calls]
         answer.notices = notes
+        yield TextDelta(answer.answer)
         yield Final(answer)
 
     def _compose(self, question: str, reply: str, evidence: list[Any]) -> Answer:
@@ -500,6 +655,19 @@ def _until_deadline(stream: Iterator[Any], run: RunState, budgets: Budgets) -> I
         yield from stream
     except StreamDeadline:
         run.fallback = run.fallback or f"the time budget ({budgets.seconds:.0f} s) ran out while the model was generating"
+
+
+def bounded_args(args: Any, limit: int = 300) -> Any:
+    """Tool arguments fit to show and keep: long strings cut (a model can send megabytes)."""
+    from rlmedic.registry import bounded
+
+    if isinstance(args, str):
+        return bounded(args, limit)
+    if isinstance(args, dict):
+        return {str(k)[:100]: bounded_args(v, limit) for k, v in list(args.items())[:20]}
+    if isinstance(args, (list, tuple)):
+        return [bounded_args(v, limit) for v in list(args)[:20]]
+    return args
 
 
 def _values(args: dict[str, Any]) -> Iterator[Any]:

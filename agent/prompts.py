@@ -62,3 +62,33 @@ def attachment_lines(described: list[str]) -> str:
     if not described:
         return ""
     return "\n\nAttached files (read them with the tools; pass these paths):\n" + "\n".join(f"- {d}" for d in described)
+
+
+TEXT_CALLS = """\
+This server takes no tool definitions, so call a tool by writing only this, on its own:
+<tool_call>{{"name": "TOOL", "arguments": {{...}}}}</tool_call>
+One call per reply; its result comes back in the next message. The tools:
+{tools}"""
+
+
+def text_calls(tools: list) -> str:
+    """The tools described in words, for a server that refuses tool definitions (bounded)."""
+    import json
+
+    lines = []
+    for tool in tools:
+        name = getattr(tool, "name", None) or (tool.get("name") if isinstance(tool, dict) else None)
+        if not name:
+            continue
+        doc = (getattr(tool, "description", "") or "").strip().split("\n", 1)[0][:200]
+        args = json.dumps(getattr(tool, "args", {}) or {}, default=str)[:600]
+        lines.append(f"- {name}: {doc} Arguments (JSON schema properties): {args}")
+    return TEXT_CALLS.format(tools="\n".join(lines))
+
+#: How an answer opens when the model's cause contradicts the tools' root cause (shown first).
+CONTRADICTED = """\
+The model's explanation below contradicts what rlmedic's tools found; the tools' root cause comes first.
+Root cause (from the tools, {category}): {root} (evidence: {evidence})
+
+The model's text (not supported by the tools):
+{model}"""

@@ -13,6 +13,13 @@ for a generation cut at max_tokens, ``None`` for none), ``close_early`` (the str
 without a finish chunk and without ``[DONE]``), ``chunk_delay_s`` (a slow or stalled
 stream), ``headers`` (``Retry-After`` on a 429/503). Replies can be loaded from recorded
 JSON transcripts (:func:`replies_from`).
+
+What real servers and parsers also do, scripted the same way: ``error_event`` (an error
+object sent as an SSE event after ``error_after`` text chunks, once the 200 and headers are
+out, as SGLang and vLLM do on a context overflow), ``error_message`` (the reason in a
+non-200 body), ``args_as_object`` (tool-call arguments as a JSON object, not a string),
+``null_id`` (a tool call whose id is null), ``plain_json`` (one JSON body in answer to a
+streaming request), ``repeat_calls`` (the calls repeated that many times in one reply).
 """
 
 from __future__ import annotations
@@ -44,6 +51,16 @@ class Reply:
     close_early: bool = False
     chunk_delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    error_event: dict[str, Any] | None = None
+    error_after: int = 0
+    error_message: str = "Internal server error"
+    args_as_object: bool = False
+    null_id: bool = False
+    plain_json: bool = False
+    repeat_calls: int = 1
+
+
+_EXTRA = ("error_event", "error_after", "error_message", "args_as_object", "null_id", "plain_json", "repeat_calls")
 
 
 def replies_from(rows: list[dict[str, Any]], fill: dict[str, str] | None = None) -> list[Reply]:
@@ -60,7 +77,7 @@ def replies_from(rows: list[dict[str, Any]], fill: dict[str, str] | None = None)
         out.append(Reply(content=sub(row.get("content", "")), calls=calls, status=row.get("status", 200),
                          delay_s=row.get("delay_s", 0.0), finish_reason=row.get("finish_reason", AUTO),
                          close_early=row.get("close_early", False), chunk_delay_s=row.get("chunk_delay_s", 0.0),
-                         headers=row.get("headers", {})))
+                         headers=row.get("headers", {}), **{k: row[k] for k in _EXTRA if k in row}))
     return out
 
 
@@ -147,10 +164,10 @@ class FakeOpenAI:
                 reply = fake.next_reply(body)
                 time.sleep(reply.delay_s)
                 if reply.status != 200:
-                    self._json(reply.status, {"object": "error", "message": "Internal server error", "code": reply.status},
+                    self._json(reply.status, {"object": "error", "message": reply.error_message, "code": reply.status},
                                reply.headers)
                     return
-                if body.get("stream"):
+                if body.get("stream") and not reply.plain_json:
                     self._stream(body, reply)
                 else:
                     self._json(200, _completion(fake.model, reply))
@@ -164,13 +181,16 @@ class FakeOpenAI:
                 chunks = _chunks(fake.model, reply, bool((body.get("stream_options") or {}).get("include_usage")))
                 if reply.close_early:  # the connection drops mid-answer: no finish chunk, no [DONE]
                     chunks = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"] is None]
+                if reply.error_event is not None:  # the error comes after the 200 and some tokens
+                    cut = 1 + reply.error_after
+                    chunks = chunks[:cut] + [{"error": reply.error_event}]
                 try:
                     for chunk in chunks:
                         self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
                         self.wfile.flush()
                         if reply.chunk_delay_s:
                             time.sleep(reply.chunk_delay_s)
-                    if not reply.close_early:
+                    if not reply.close_early and reply.error_event is None:
                         self.wfile.write(b"data: [DONE]\n\n")
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
@@ -188,12 +208,22 @@ class _QuietServer(ThreadingHTTPServer):
 _IDS = iter(range(1, 1_000_000))
 
 
+def _arguments(reply: Reply, call: Call) -> Any:
+    if reply.args_as_object:
+        try:
+            return json.loads(call.arguments)
+        except ValueError:
+            return call.arguments
+    return call.arguments
+
+
 def _completion(model: str, reply: Reply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
     if reply.calls:
         message["tool_calls"] = [
-            {"id": f"call_{next(_IDS)}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in reply.calls
+            {"id": None if reply.null_id else f"call_{next(_IDS)}", "type": "function",
+             "function": {"name": c.name, "arguments": _arguments(reply, c)}}
+            for c in reply.calls * reply.repeat_calls
         ]
     return {
         "id": f"chatcmpl-{next(_IDS)}", "object": "chat.completion", "created": int(time.time()), "model": model,
@@ -213,13 +243,17 @@ def _chunks(model: str, reply: Reply, usage: bool) -> list[dict[str, Any]]:
     text = reply.content
     for i in range(0, len(text), 7):  # a few tokens at a time
         out.append(chunk({"content": text[i:i + 7]}))
-    for index, call in enumerate(reply.calls):
-        out.append(chunk({"tool_calls": [{"index": index, "id": f"call_{next(_IDS)}", "type": "function",
-                                          "function": {"name": call.name, "arguments": ""}}]}))
-        args = call.arguments
-        for i in range(0, len(args), 9):
+    for index, call in enumerate(reply.calls * reply.repeat_calls):
+        first = {"name": call.name, "arguments": ""}
+        if reply.args_as_object:  # the whole arguments object in the first delta
+            first["arguments"] = _arguments(reply, call)
+        out.append(chunk({"tool_calls": [{"index": index, "id": None if reply.null_id else f"call_{next(_IDS)}",
+                                          "type": "function", "function": first}]}))
+        args = "" if reply.args_as_object else call.arguments
+        step = max(9, len(args) // 64)  # a huge argument comes in a bounded number of chunks
+        for i in range(0, len(args), step):
             out.append(chunk({"tool_calls": [{"index": index, "id": None, "type": "function",
-                                              "function": {"name": None, "arguments": args[i:i + 9]}}]}))
+                                              "function": {"name": None, "arguments": args[i:i + step]}}]}))
     finish = ("tool_calls" if reply.calls else "stop") if reply.finish_reason == AUTO else reply.finish_reason
     out.append(chunk({}, finish))
     if usage:

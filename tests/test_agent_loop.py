@@ -131,6 +131,7 @@ def test_unknown_tool_and_wrong_argument_types_come_back_as_error_results(files:
         Reply(calls=[tool("diagnose", paths=7)]),
         Reply(calls=[tool("excerpt", paths=[str(log)], max_lines="many")]),
         Reply(content="I could not read the log."),
+        Reply(content="Root cause: CUDA OOM while training."),
     ]
     with FakeOpenAI(replies) as server:
         events = run(server, "why?", [log])
@@ -145,6 +146,7 @@ def test_unknown_tool_and_wrong_argument_types_come_back_as_error_results(files:
     answer = final(events)
     assert answer.engine == "llm"
     assert answer.category == "oom_training" and answer.root_cause  # grounded despite the failed calls
+    assert "could not read" not in answer.answer  # the reply written without the evidence is dropped
 
 
 def test_a_tool_that_raises_becomes_an_error_result(files: tuple[Path, Path]) -> None:

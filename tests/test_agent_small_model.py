@@ -8,7 +8,8 @@ over real HTTP/SSE; the engine runs unchanged. Add a behaviour by adding a file.
 
 Expectations (all optional): ``engine``, ``category``, ``root_cause``/``fixes``/``citations``
 (non-empty), ``notices`` (substrings of some notice), ``answer_contains`` /
-``answer_excludes``, ``stream_excludes`` (streamed text), ``sent_excludes`` (anything sent
+``answer_excludes``, ``answer_starts``, ``summary_contains``, ``stream_excludes`` / ``stream_starts``
+(streamed text), ``sent_excludes`` (anything sent
 back to the model), ``tools_ok`` (tools that ran successfully), ``no_tool_arg`` (text no
 tool call's arguments may contain), ``requests`` (chat requests made), ``max_seconds``.
 """
@@ -84,6 +85,12 @@ def test_scenario(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         assert text not in answer.answer, answer.answer
     for text in expect.get("stream_excludes", []):
         assert text not in streamed, streamed
+    if "answer_starts" in expect:
+        assert answer.answer.startswith(expect["answer_starts"]), answer.answer
+    if "stream_starts" in expect:
+        assert streamed.startswith(expect["stream_starts"]), streamed
+    if "summary_contains" in expect:
+        assert expect["summary_contains"] in answer.summary.lower(), answer.summary
     for text in expect.get("sent_excludes", []):
         # the first request carries only the question; later ones carry the model's earlier turns
         assert all(text not in json.dumps(r.get("messages", [])) for r in server.requests[1:]), text
