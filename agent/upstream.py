@@ -38,7 +38,7 @@ def versions_of(evidence: Sequence[Evidence]) -> dict[str, str]:
 def judged(evidence: Sequence[Evidence]) -> list[UpstreamFix]:
     """Every upstream match in ``evidence`` once (best score kept), its status judged against
     :func:`versions_of`; best first, the ones already in the user's release after the others."""
-    from rlmedic.knowledge.history import status_for
+    from rlmedic.knowledge.history import IN_YOURS_MARGIN, status_for
 
     versions = versions_of(evidence)
     best: dict[tuple[str, str], UpstreamFix] = {}
@@ -52,6 +52,10 @@ def judged(evidence: Sequence[Evidence]) -> list[UpstreamFix]:
         yours = versions.get(f.package, f.yours) if f.package else f.yours
         out.append(f.model_copy(update={"yours": yours, "status": status_for(f.release, yours)}))
     out.sort(key=lambda f: -f.score)
+    newer = [f for f in out if f.status != "in_yours"]
+    if out and out[0].status == "in_yours" and newer and out[0].score < newer[0].score + IN_YOURS_MARGIN:
+        out.remove(newer[0])
+        out.insert(0, newer[0])  # the user still fails with the older commit: the newer one is the likelier fix
     return out
 
 

@@ -633,7 +633,28 @@ def _frame_package(path: str) -> str:
 
 
 #: What each kind of tie to the failure is worth, and how much a fix-like subject and word overlap add.
-WEIGHTS = {"function": 1.0, "file": 0.45, "module": 0.15, "message": 0.0}
+WEIGHTS = {"function": 1.0, "file": 0.45, "named": 0.35, "module": 0.3, "message": 0.0}
+#: A commit already in the user's release leads only this far ahead of the best newer one: the user still
+#: fails with it, so a later commit on the same code is the likelier fix.
+IN_YOURS_MARGIN = 0.3
+#: A name the error quotes that more commits than this touched is common (``forward``): it ties nothing.
+NAMED_MAX_COMMITS = 40
+_NAMED = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*")
+_NOT_NAMED = frozenset("NoneType None True False object function module method builtin int str float bool list dict "
+                       "tuple set bytes type self cls".split())
+
+
+def named_in(message: str) -> list[str]:
+    """Identifiers an error message quotes that can name code: ``snake_case``, ``CamelCase`` with an inner
+    capital, ``dotted.module.names`` (builtin type names and plain words left out)."""
+    out: list[str] = []
+    for m in _NAMED.finditer(message):
+        name = m.group(0).strip(".")
+        if len(name) < 4 or name in _NOT_NAMED or name in out:
+            continue
+        if "_" in name.strip("_") or "." in name or any(ch.isupper() for ch in name[1:]):
+            out.append(name)
+    return out[:12]
 FIX_BONUS = 0.25
 WORD_WEIGHT = 0.6
 #: Each frame further from the exception (among frames of indexed repositories) is worth this much less.
@@ -650,6 +671,20 @@ def _suffix_len(a: str, b: str) -> int:
     while n < min(len(pa), len(pb)) and pa[-1 - n] == pb[-1 - n]:
         n += 1
     return n
+
+
+_LOWER_TOKEN = re.compile(r"[a-z][a-z0-9_]+")
+_PART = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+def _tokens(text: str) -> set[str]:
+    """Every word :func:`error_words` could make of ``text`` (whole identifiers and their parts), as a set:
+    the fast test of which of an error's words a commit shares."""
+    low = text.lower()
+    out = set(_LOWER_TOKEN.findall(low))
+    out.update(p.lower() for p in _PART.findall(text))
+    out.update(low.replace("_", " ").split())
+    return out
 
 
 def error_words(text: str) -> list[str]:
@@ -713,6 +748,23 @@ def match(history: History, query: FailureQuery, *, versions: dict[str, str] | N
             depth += 1
         if depth >= MAX_FRAMES:
             break
+    frame_repos = list(indexed)
+    for name in named_in(query.message):
+        marks = ",".join("?" * len(frame_repos))
+        last = name.rsplit(".", 1)[-1]
+        rows = history.db.execute(f"SELECT commit_id, repo, path FROM symbols WHERE name=? AND repo IN ({marks}) LIMIT ?",
+                                  (last, *frame_repos, NAMED_MAX_COMMITS + 1)).fetchall()
+        if len(rows) <= NAMED_MAX_COMMITS:
+            for cid, repo, rpath in rows:
+                tie(cid, repo, "named", f"{rpath}:{last}", WEIGHTS["named"])
+        if "." in name:  # a module path: the commits that touched that module's files
+            prefix = name.replace(".", "/")
+            rows = history.db.execute(f"SELECT commit_id, repo, path FROM touched WHERE (path LIKE ? OR path LIKE ?) "
+                                      f"AND repo IN ({marks}) LIMIT ?",
+                                      (f"%{prefix}/%", f"%{prefix}.py", *frame_repos, NAMED_MAX_COMMITS + 1)).fetchall()
+            if len(rows) <= NAMED_MAX_COMMITS:
+                for cid, repo, rpath in rows:
+                    tie(cid, repo, "module", rpath, WEIGHTS["module"])
     words = error_words(f"{query.exception.rsplit('.', 1)[-1]} {query.message} {query.words}")
     if words:
         fts = " OR ".join(f'"{w}"' for w in words[:24])
@@ -731,6 +783,7 @@ def match(history: History, query: FailureQuery, *, versions: dict[str, str] | N
     idf = _idf(history, words)
     total_idf = sum(idf.values()) or 1.0
     out: list[UpstreamFix] = []
+    judged: dict[tuple[str, str], str] = {}
     ids = list(scores)
     for chunk in range(0, len(ids), 500):
         part = ids[chunk:chunk + 500]
@@ -738,7 +791,7 @@ def match(history: History, query: FailureQuery, *, versions: dict[str, str] | N
                                   f"WHERE id IN ({','.join('?' * len(part))})", part).fetchall()
         for cid, repo, sha, date, subject, body, pr, release, symbols in rows:
             entry = scores[cid]
-            text_words = set(error_words(f"{subject} {body[:1500]} {symbols or ''}"))
+            text_words = _tokens(f"{subject} {body[:1500]} {symbols or ''}")
             shared = [w for w in words if w in text_words]
             overlap = sum(idf.get(w, 0.0) for w in shared) / total_idf
             fixlike = bool(FIX_WORDS.search(subject))
@@ -749,19 +802,23 @@ def match(history: History, query: FailureQuery, *, versions: dict[str, str] | N
             if shared:
                 matched += f"; words: {', '.join(shared[:6])}"
             strong = (entry["matched"].startswith("function") and (fixlike or overlap >= 0.2)) or \
+                     (entry["matched"].startswith(("named", "module")) and fixlike and overlap >= 0.25) or \
                      (entry["matched"].startswith("file") and fixlike and overlap >= 0.3) or \
                      (fixlike and overlap >= 0.6)
             package = indexed.get(repo, "")
             yours = versions.get(package, "")
+            key = (release or "", yours)
+            if key not in judged:
+                judged[key] = status_for(*key)
             out.append(UpstreamFix(repo=repo, commit=sha, subject=subject, pr=pr, date=_day(date), release=release or "",
                                    matched=matched, score=round(score, 4), package=package, yours=yours,
-                                   status=status_for(release or "", yours), strong=strong))
+                                   status=judged[key], strong=strong))
     out.sort(key=lambda f: (-f.score, f.date))
     newer = [f for f in out if f.status != "in_yours"][:k]
     already = [f for f in out if f.status == "in_yours"][:1]
-    if already and (not newer or already[0].score >= newer[0].score):
+    if already and (not newer or already[0].score >= newer[0].score + IN_YOURS_MARGIN):
         return already + newer  # the best tie is already in the user's release: the answer says so first
-    return newer
+    return newer + already
 
 
 def status_for(release: str, yours: str) -> str:

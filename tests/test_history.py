@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -185,3 +186,29 @@ def test_rest_sync_from_a_fake_github(tmp_path: Path) -> None:
         assert again.new_commits == 0 and len(fake.requests_to(r"/commits/")) == before
         best = match(h, FailureQuery("ZeroDivisionError", "division by zero", FRAMES), versions={"verl": "0.1.0"})[0]
         assert best.pr == 12 and best.status == "after_yours"
+
+
+def test_real_cases_file_is_facts_with_a_fixed_split() -> None:
+    """tests/data/upstream_cases.jsonl: real fix commits with their traceback lines; the split is a hash of the sha."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from upstream_cases import split_of
+
+    path = Path(__file__).resolve().parent / "data" / "upstream_cases.jsonl"
+    cases = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert len(cases) >= 40
+    for c in cases:
+        assert set(c) >= {"id", "repo", "pr", "commit", "version", "package", "traceback", "split", "source"}
+        assert len(c["commit"]) == 40 and c["traceback"] and c["split"] == split_of(c["commit"])
+        assert "Error" in c["traceback"][-1] or "Exception" in c["traceback"][-1]
+    heldout = sum(c["split"] == "heldout" for c in cases)
+    assert 0.1 <= heldout / len(cases) <= 0.35
+
+
+def test_benchmark_skips_in_one_line_without_a_mirror(tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "upstream.py"
+    out = subprocess.run([sys.executable, str(script), f"verl-project/verl={tmp_path / 'absent'}"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.splitlines()[0].startswith("skipped verl-project/verl")
