@@ -500,7 +500,7 @@ def _see(idx: _Index, texts: Sequence[str]) -> _Seen:
                  versions=read_versions(*views), frameworks=set(detect_frameworks(*texts)))
 
 
-def _generic_hit(m: re.Match[str]) -> bool:
+def _generic_hit(m: Any) -> bool:
     """Whether what a regex found is only a message many bugs print (a plain CUDA OOM)."""
     from rlmedic.knowledge.threads import normalize_error
 
@@ -705,7 +705,7 @@ def _newlines(text: str) -> list[int]:
     return out
 
 
-def _line_at(m: re.Match[str]) -> str:
+def _line_at(m: Any) -> str:
     text = m.string
     start = text.rfind("\n", 0, m.start()) + 1
     end = text.find("\n", m.start())

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import re
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from rlmedic.types import CATEGORIES
+
+if TYPE_CHECKING:
+    from rlmedic.saferegex import LinearPattern
 
 #: Where a bug lives / what the user runs (README: ``frameworks``).
 KNOWN_FRAMEWORKS: tuple[str, ...] = (
@@ -52,11 +55,12 @@ class Symptoms(_Strict):
     def _regexes(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
         if info.context and not info.context.get("compile_regexes", True):
             return value  # the shipped pack, checked by --check and the tests: compiled when first used
-        for pattern in value:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"regex {pattern!r} does not compile: {exc}") from None
+        from rlmedic.saferegex import problem
+
+        for pattern in value:  # linear time on RE2, or refused with one line (rlmedic.saferegex)
+            reason = problem(pattern)
+            if reason:
+                raise ValueError(f"regex {pattern[:200]!r}: {reason}")
         return value
 
 
@@ -203,8 +207,11 @@ class Record(_Strict):
         return self.url or github_url(self.source)
 
     @cached_property
-    def compiled(self) -> tuple[re.Pattern[str], ...]:
-        return tuple(re.compile(p) for p in self.symptoms.regexes)
+    def compiled(self) -> tuple[LinearPattern, ...]:
+        """The record's patterns on RE2: matching costs time linear in the text (``rlmedic.saferegex``)."""
+        from rlmedic.saferegex import compile as linear
+
+        return tuple(linear(p) for p in self.symptoms.regexes)
 
     def search_text(self) -> str:
         """What similarity search sees: title, error strings, situation, tags, components, cause."""
