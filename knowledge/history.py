@@ -868,3 +868,36 @@ def parse_frame(text: str) -> tuple[str, int, str] | None:
     if not m:
         return None
     return m.group(1), int(m.group(2)), m.group(3)
+
+
+def search(history: History, text: str, k: int = 5, repos: Sequence[str] | None = None) -> list[Any]:
+    """Commits whose subject, description or touched functions share the words of ``text``, best first
+    (FTS5 BM25), as :class:`~rlmedic.knowledge.retrieve.SearchResult` of kind ``commit``."""
+    from rlmedic.knowledge.retrieve import SearchResult
+
+    words = error_words(text)
+    if not words:
+        return []
+    fts = " OR ".join(f'"{w}"' for w in words[:24])
+    sql = ("SELECT c.repo, c.sha, c.date, c.subject, c.body, c.pr, c.release, c.files, c.symbols, bm25(commit_words) "
+           "FROM commit_words w JOIN commits c ON c.id = w.rowid WHERE commit_words MATCH ?")
+    params: list[Any] = [fts]
+    if repos:
+        sql += f" AND c.repo IN ({','.join('?' * len(repos))})"
+        params += list(repos)
+    try:
+        rows = history.db.execute(sql + " ORDER BY bm25(commit_words) LIMIT ?", (*params, k)).fetchall()
+    except sqlite3.Error:
+        return []
+    out = []
+    for repo, sha, date, subject, body, pr, release, files, symbols, rank in rows:
+        fix = UpstreamFix(repo=repo, commit=sha, subject=subject, pr=pr, date=_day(date), release=release or "")
+        where = ", ".join((files or "").split("\n")[:4])
+        funcs = " ".join((symbols or "").split()[:8])
+        summary = (f"{subject}\n{fix.date}, {release or 'not released yet'}; files: {where}"
+                   + (f"; functions: {funcs}" if funcs else "") + (f"\n{body[:400]}" if body else ""))
+        out.append(SearchResult(id=f"commit-{repo}@{sha}", source=fix.ref, section=subject[:120], score=-float(rank),
+                                text=summary, kind="commit", path="", line_start=0, line_end=0, url=fix.url,
+                                info={"commit": sha, "pr": pr, "date": fix.date, "release": release or "",
+                                      "repo": repo}))
+    return out

@@ -58,14 +58,14 @@ class SearchResult:
     def citation(self) -> Citation:
         if self.kind == "card":
             return Citation.card(self.card_id, self.section)
-        if self.kind in ("issue", "known"):
+        if self.kind in ("issue", "known", "commit"):
             return Citation(kind="issue", ref=self.source, section=self.section, url=self.url)
         return Citation.doc(self.source, self.section, (self.line_start, self.line_end))
 
     @property
     def citation_text(self) -> str:
-        """The citation as shown to people: an issue thread carries its URL."""
-        if self.kind in ("issue", "known"):
+        """The citation as shown to people: an issue thread (or an upstream commit) carries its URL."""
+        if self.kind in ("issue", "known", "commit"):
             return f"{self.source}: {self.section} <{self.url}>"
         return str(self.citation)
 
@@ -83,6 +83,8 @@ class SearchResult:
             data |= {"url": self.url, "record": self.id.removeprefix("known-")}
         if self.kind == "issue":
             data |= {"url": self.url, "matched_error": self.matched_error, **self.info}
+        if self.kind == "commit":
+            data |= {"url": self.url, **self.info}
         return data
 
 

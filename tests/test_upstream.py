@@ -133,3 +133,20 @@ def test_env_python_reads_another_environment_without_importing_it(tmp_path: Pat
     assert data["executable"] == str(py) and not mark.exists()
     missing = runner.invoke(app, ["env", "--python", str(tmp_path / "nope")])
     assert missing.exit_code == 2 and "no such interpreter" in missing.output
+
+
+def test_search_kind_commit_on_the_cli_and_through_the_registry(synced: Path) -> None:
+    """`rlmedic search --kind commit` and the search_docs tool MCP clients call."""
+    from rlmedic.registry import REGISTRY, ToolContext
+
+    result = runner.invoke(app, ["search", "KeyError get_reward", "--kind", "commit", "--index-dir", str(synced), "--json"])
+    assert result.exit_code == 0, result.output
+    first = json.loads(result.stdout)["results"][0]
+    assert first["kind"] == "commit" and first["source"] == "example-org/verl#15" and first["release"] == ""
+    assert first["citation"]["url"] == "https://github.com/example-org/verl/pull/15"
+    ctx = ToolContext.for_roots([], env_roots=False, index_dir=synced)
+    hit = REGISTRY.call("search_docs", {"query": "ZeroDivisionError update_policy", "kind": "commit", "k": 2}, ctx)
+    assert hit.ok and "example-org/verl#12" in hit.text
+    empty = ToolContext.for_roots([], env_roots=False, index_dir=synced.parent / "elsewhere")
+    missing = REGISTRY.call("search_docs", {"query": "x", "kind": "commit"}, empty)
+    assert not missing.ok and "sync-code" in missing.error

@@ -319,15 +319,25 @@ def search_docs(
     ctx: ToolContext,
     query: Annotated[str, Field(min_length=1, description="Words, a config key or flag, or an error string.")],
     k: Annotated[int, Field(ge=1, le=20, description="How many results.")] = 5,
-    kind: Annotated[Literal["doc", "card", "issue", "known"] | None,
-                    Field(description="Only indexed docs, playbook cards, upstream issue threads, or known-issue "
-                                      "records (exact bugs with their fix and the release that fixed them).")] = None,
+    kind: Annotated[Literal["doc", "card", "issue", "known", "commit"] | None,
+                    Field(description="Only indexed docs, playbook cards, upstream issue threads, known-issue "
+                                      "records (exact bugs with their fix and the release that fixed them), or "
+                                      "commits of the frameworks' synced git history (rlmedic sync-code).")] = None,
 ) -> list[Any]:
     """Search the troubleshooting knowledge: indexed AReaL/slime docs, playbook cards and synced upstream
     issue threads (hybrid dense + BM25).
 
     Each result carries its citation (a doc section with line range, a card id, or owner/repo#N with its URL).
     """
+    if kind == "commit":
+        from rlmedic.errors import UserError
+        from rlmedic.knowledge.history import History, search
+
+        history = History.open_existing(ctx.index_dir)
+        if history is None:
+            raise UserError("no code history in the index: run `rlmedic sync-code SOURCE` first")
+        with history:
+            return search(history, query, k)
     return ctx.knowledge().search(query, k, kind=kind)
 
 

@@ -93,7 +93,7 @@ def search(
     query: str = typer.Argument(..., metavar="QUERY", help="What to look for: words, a config key, an error string."),
     k: int = typer.Option(5, "-k", min=1, max=50, help="How many results."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", parser=path_param, help=INDEX_DIR_HELP),
-    kind: Optional[str] = typer.Option(None, "--kind", help="Only 'doc' (indexed docs), 'card' (playbook cards), 'issue' (synced upstream threads) or 'known' (known-issue records)."),
+    kind: Optional[str] = typer.Option(None, "--kind", help="Only 'doc' (indexed docs), 'card' (playbook cards), 'issue' (synced upstream threads), 'known' (known-issue records) or 'commit' (synced git history, rlmedic sync-code)."),
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print results as JSON."),
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
@@ -104,10 +104,10 @@ def search(
     from rlmedic.errors import UserError
     from rlmedic.ui.cli import print_json, run_tool
 
-    if kind not in (None, "doc", "card", "issue", "known"):
-        raise UserError(f"--kind must be 'doc', 'card', 'issue' or 'known', not {kind!r}")
+    if kind not in (None, "doc", "card", "issue", "known", "commit"):
+        raise UserError(f"--kind must be 'doc', 'card', 'issue', 'known' or 'commit', not {kind!r}")
     results = run_tool("search_docs", {"query": query, "k": k, "kind": kind}, roots=[],
-                       index_dir=existing_index_dir(index_dir, chroma_url))
+                       index_dir=existing_index_dir(index_dir, chroma_url) if kind != "commit" else index_dir)
     if json_out:
         print_json({"results": [r.to_dict() for r in results]})
         return
