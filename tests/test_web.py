@@ -68,7 +68,7 @@ def test_a_question_gets_an_answer_naming_the_fix(web) -> None:
 
 def test_an_uploaded_log_gets_its_root_cause_and_tool_steps(web) -> None:
     url, sessions = web
-    box, history, diag, diff, download, plot, gpu, sources, note = _ask(_client(url), "why did my run die?", [LOG])
+    box, history, diag, diff, download, plot, gpu, sources, note, _curve = _ask(_client(url), "why did my run die?", [LOG])
     steps = [m for m in history if (m.get("metadata") or {}).get("title", "").endswith("diagnose")]
     assert steps and steps[0]["metadata"]["status"] == "done" and steps[0]["metadata"]["duration"] >= 0
     assert "root cause cuda-oom" in _texts(steps)
@@ -79,7 +79,7 @@ def test_an_uploaded_log_gets_its_root_cause_and_tool_steps(web) -> None:
 
 def test_a_gpu_snapshot_fills_the_gpu_panel(web) -> None:
     url, _sessions = web
-    *_, plot, gpu, _sources, _note = _ask(_client(url), "is anything left on the GPUs?", [SNAPSHOT])
+    *_, plot, gpu, _sources, _note, _curve = _ask(_client(url), "is anything left on the GPUs?", [SNAPSHOT])
     assert "leftover" in gpu.lower()
     rows = plot["value"]["data"] if isinstance(plot, dict) and "value" in plot else plot["data"]
     assert any("leftover" in str(r) for r in rows) and any("free" in str(r) for r in rows)

@@ -200,7 +200,7 @@ class SlackBot:
         from rlmedic.agent.events import Failed, Final, ToolFinished, ToolStarted
         from rlmedic.agent.session import Session
         from rlmedic.ui.render import step_result
-        from rlmedic.ui.slack_render import answer_blocks, notice_blocks, progress_blocks
+        from rlmedic.ui.slack_render import answer_blocks, answer_chart, notice_blocks, progress_blocks
 
         thread_id = f"{channel}:{thread_ts}"
         session = Session(thread_id, offline=self.settings.offline, index_dir=self.settings.index_dir,
@@ -239,6 +239,10 @@ class SlackBot:
         if new_diff:
             self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=diff,
                                         filename="config.diff", title="Suggested config change")
+        chart = answer_chart(final)
+        if chart is not None:  # the curves behind a run's finding, its first step marked
+            self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=chart[0],
+                                        filename="curves.png", title=chart[1])
 
     # -- files -------------------------------------------------------------------
 

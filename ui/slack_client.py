@@ -26,7 +26,31 @@ def _redact_args(args: dict | None) -> dict | None:
     return {k: (v if k == "token" else redact_value(v)) for k, v in args.items()}
 
 
+#: A PNG made only of these chunks is pixels (rlmedic's own charts): no text in it to redact.
+_PNG = b"\x89PNG\r\n\x1a\n"
+_PIXEL_CHUNKS = {b"IHDR", b"IDAT", b"IEND", b"PLTE"}
+
+
+def _pixels_only(data: bytes) -> bool:
+    """A PNG whose chunks carry no text (no tEXt/iTXt/zTXt/eXIf...): uploaded as it is."""
+    import struct
+
+    if not data.startswith(_PNG):
+        return False
+    pos = len(_PNG)
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack_from(">I4s", data, pos)
+        if kind not in _PIXEL_CHUNKS:
+            return False
+        pos += 12 + length
+        if kind == b"IEND":
+            return pos == len(data)
+    return False
+
+
 def _redact_upload(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)) and _pixels_only(bytes(value)):
+        return value
     if isinstance(value, bytes):
         return redact(value.decode("utf-8", errors="replace")).encode("utf-8")
     return redact_value(value)

@@ -101,3 +101,15 @@ def answer_blocks(answer: Any, *, folder: str = "", diff_attached: bool = False,
 
 def notice_blocks(text: str) -> tuple[str, list[dict[str, Any]]]:
     return redact(text), [_section(escape(text))]
+
+
+def answer_chart(answer: Any) -> tuple[bytes, str] | None:
+    """The PNG of the curves behind the answer's first finding that has them (a run folder's
+    diagnosis), and its caption; None for an answer without curves."""
+    from rlmedic.tools.runs.chart import caption, finding_png
+
+    for finding in answer.findings[:3]:
+        png = finding_png(finding)
+        if png is not None:
+            return png, redact(caption(finding))
+    return None

@@ -302,7 +302,7 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
         files = [] if isinstance(message, str) else (message or {}).get("files", [])
         history = list(history or [])
         panels = {"diag": gr.update(), "diff": gr.update(), "download": gr.update(), "plot": gr.update(),
-                  "gpu": gr.update(), "sources": gr.update(), "note": gr.update()}
+                  "gpu": gr.update(), "sources": gr.update(), "note": gr.update(), "curve": gr.update()}
 
         prefix = f"{session.folder}/"
 
@@ -311,7 +311,8 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
 
         def out(box: Any = None):  # noqa: ANN202
             return (box if box is not None else gr.update(), shown(history), local(panels["diag"]), panels["diff"],
-                    panels["download"], panels["plot"], panels["gpu"], local(panels["sources"]), panels["note"])
+                    panels["download"], panels["plot"], panels["gpu"], local(panels["sources"]), panels["note"],
+                    panels["curve"])
 
         with session.lock:
             try:
@@ -371,6 +372,9 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
                         else:
                             history.append(gr.ChatMessage(role="assistant", content=content))
                         panels["diag"] = root_markdown(answer)
+                        chart = curve_png(session.folder, answer)
+                        panels["curve"] = gr.update(value=chart[0], label=chart[1], visible=True) if chart else \
+                            gr.update(value=None, visible=False)
                         panels["sources"] = sources_markdown(answer)
                         if answer.config_diff:
                             panels["diff"] = answer.config_diff
@@ -410,6 +414,8 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
             with gr.Column(scale=2):
                 with gr.Tab("Diagnosis"):
                     diag = gr.Markdown("_The root cause shows here._")
+                    curve = gr.Image(label="curves behind the finding", type="filepath", visible=False,
+                                     interactive=False)
                 with gr.Tab("Config fix"):
                     diff = gr.Code(language=None, label="diff", interactive=False)
                     download = gr.File(label="corrected config (diff)", interactive=False)
@@ -419,11 +425,24 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
                     gpu_btn = gr.Button("Read this machine's GPUs")
                 with gr.Tab("Sources"):
                     sources = gr.Markdown("_Cited sources show here._")
-        box.submit(respond, [box, chatbot], [box, chatbot, diag, diff, download, plot, gpu_md, sources, note],
+        box.submit(respond, [box, chatbot], [box, chatbot, diag, diff, download, plot, gpu_md, sources, note, curve],
                    api_name=CHAT_API)
         gpu_btn.click(read_gpus, None, [plot, gpu_md], api_name=GPU_API)
         demo.unload(closed)
     return demo, sessions
+
+
+def curve_png(folder: Path, answer: Any) -> tuple[str, str] | None:
+    """The curves behind the answer's finding (a run folder's diagnosis) as a PNG in the session's
+    folder, the first step marked, and its caption; None when the answer has no curves."""
+    from rlmedic.ui.slack_render import answer_chart
+
+    chart = answer_chart(answer)
+    if chart is None:
+        return None
+    path = folder / "curves.png"
+    path.write_bytes(chart[0])
+    return str(path), chart[1]
 
 
 def _download(session: Session, diff: str) -> str:

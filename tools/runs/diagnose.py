@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rlmedic.errors import UserError
-from rlmedic.tools.runs.curves import Curve, Run
+from rlmedic.tools.runs.curves import Curve, Run, read_file_bytes
 from rlmedic.tools.runs.detectors import Detection, builtin_rules, detect
 from rlmedic.tools.runs.vocabulary import builtin_vocabulary
 from rlmedic.types import Citation, Finding, Fix, severity_rank
@@ -70,6 +70,10 @@ def run_kind(path: Path, head: bytes | None = None) -> str | None:
             return "tensorboard" if _event_dirs(path) else None
         if path.name.endswith(".wandb"):
             return "wandb-run"
+        if path.name.lower().endswith(".zip"):
+            from rlmedic.tools.runs.archive import holds_runs
+
+            return "zip" if holds_runs(path) else None
         if path.name.startswith(tensorboard.EVENT_GLOB):
             return "tensorboard"
         if path.name.lower().endswith(dumps.SUFFIXES):
@@ -243,16 +247,33 @@ def _checked(run: Run, keys: dict[str, str]) -> list[str]:
 
 def diagnose_runs(paths: list[str | os.PathLike[str]], *, confinement: Any = None, all_runs: bool = False,
                   now: float | None = None) -> Any:
-    """Diagnose run folders and metric dumps; a :class:`~rlmedic.tools.logs.diagnose.Diagnosis`."""
+    """Diagnose run folders, zips of them and metric dumps; a :class:`~rlmedic.tools.logs.diagnose.Diagnosis`."""
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        return _diagnose_runs(paths, confinement, all_runs, now, stack)
+
+
+def _diagnose_runs(paths: list[Any], confinement: Any, all_runs: bool, now: float | None, stack: Any) -> Any:
     from rlmedic.tools.logs.diagnose import Diagnosis
+    from rlmedic.tools.runs.archive import run_root, unpacked
 
     started = time.perf_counter()
     targets: list[tuple[str, Path]] = []
+    #: an unpacked archive's private folder -> the archive's name, for what is shown
+    shown_as: dict[str, str] = {}
     for raw in paths:
         path = confinement.existing(raw) if confinement is not None else Path(raw)
         kind = run_kind(path)
         if kind is None:
             raise UserError(f"{raw}: not a W&B run, TensorBoard log folder or JSONL/CSV metric dump")
+        if kind == "zip":
+            tmp = stack.enter_context(unpacked(path, confinement))
+            shown_as[str(tmp)] = str(raw)
+            path = run_root(tmp)
+            kind = run_kind(path)
+            if kind is None or kind == "zip":
+                raise UserError(f"{raw}: no W&B or TensorBoard run in this archive")
         found = _expand(kind, path, all_runs)
         if not found:
             raise UserError(f"{raw}: no runs in this folder")
@@ -266,7 +287,11 @@ def diagnose_runs(paths: list[str | os.PathLike[str]], *, confinement: Any = Non
     frameworks: set[str] = set()
     vocab = builtin_vocabulary()
     for kind, path in targets:
-        run = load_run(kind, path, confinement)
+        inside = next((tmp for tmp in shown_as if str(path).startswith(tmp)), None)
+        # an unpacked archive is rlmedic's own private folder, outside the user's roots
+        run = load_run(kind, path, None if inside else confinement)
+        if inside:
+            run.path = shown_as[inside] + ":" + (str(path)[len(inside):] or "/")
         dets, keys = detect(run, vocab, now=now)
         label = run.name if len(targets) > 1 else ""
         findings += [finding_for(d, run, label=label) for d in dets]
@@ -280,7 +305,8 @@ def diagnose_runs(paths: list[str | os.PathLike[str]], *, confinement: Any = Non
                      "points": sum(c.total for c in run.curves.values()), "last_step": run.last_step,
                      "finished": run.finished, "exit_code": run.exit_code, "framework": run.framework,
                      "concepts": keys, "notes": run.notes})
-        log = _console_diagnosis(run, confinement)
+        log = _console_diagnosis(run, None if inside else confinement,
+                                 run.log_file.replace(inside, shown_as[inside] + ":") if inside else "")
         if log is not None:
             log_results.append(log)
     findings.sort(key=lambda f: (severity_rank(f.severity), f.evidence.get("step") or 0))
@@ -307,14 +333,16 @@ def diagnose_runs(paths: list[str | os.PathLike[str]], *, confinement: Any = Non
     return diagnosis
 
 
-def _console_diagnosis(run: Run, confinement: Any) -> Any:
+def _console_diagnosis(run: Run, confinement: Any, name: str = "") -> Any:
     """The run's console output diagnosed as a log (crashes the curves cannot show), or None."""
     from rlmedic.tools.logs.diagnose import diagnose, diagnose_texts
 
     try:
         if run.log_file:
-            return diagnose([run.log_file], confinement=confinement) if confinement is not None else \
-                diagnose_texts([(run.log_file, Path(run.log_file).read_text(encoding="utf-8", errors="replace"))])
+            if confinement is not None:
+                return diagnose([run.log_file], confinement=confinement)
+            text = read_file_bytes(run.log_file).decode("utf-8", errors="replace")
+            return diagnose_texts([(name or run.log_file, text)])
         lines = run.config.get("_output_lines")
         if lines:
             return diagnose_texts([(f"{run.path}/output (transaction log)", "\n".join(lines))])
