@@ -18,8 +18,8 @@ carries the raw markup. This module reads it back:
 - at most :data:`MAX_CALLS_PER_REPLY` calls are read from one reply, and arguments over
   :data:`MAX_ARG_CHARS` are not parsed: a reply of thousands of calls, or one huge
   argument, costs no more than a normal one;
-- :class:`VisibleText` filters a token stream the same way, so neither reasoning nor
-  tool-call markup reaches the user while the answer streams.
+- the loop shows a reply only once it is complete and parsed, so neither reasoning nor
+  tool-call markup reaches the user.
 """
 
 from __future__ import annotations
@@ -33,9 +33,6 @@ from typing import Any, Iterable
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 #: DeepSeek V3/R1 tool-call markup (full-width bar and the SentencePiece space in the tokens).
 DS_CALLS, DS_CALL, DS_SEP, DS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "<｜tool▁sep｜>", "<｜tool▁call▁end｜>"
-#: Markers after which the rest of a reply is tool-call markup, not prose.
-CALL_MARKERS = ("<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "<function=", "<|tool_call|>", DS_CALLS, DS_CALL,
-                "```tool_code")
 #: The most tool calls read from one reply (the loop's tool budget is smaller still).
 MAX_CALLS_PER_REPLY = 16
 #: The longest argument text parsed; a longer one is refused, never parsed nor echoed whole.
@@ -82,13 +79,26 @@ def loads_lenient(raw: str) -> Any:
         return json.loads(raw)
     except ValueError:
         pass
-    # a trailing comma or a missing closing brace is common; nothing fancier is guessed
+    # a trailing comma, a missing or an extra closing brace, Python quoting: common; nothing fancier is guessed
     fixed = re.sub(r",\s*([}\]])", r"\1", raw)
     for candidate in (fixed, fixed + "}", fixed + "}}", fixed + "]"):
         try:
             return json.loads(candidate)
         except ValueError:
             continue
+    try:  # one object followed by a stray brace or text
+        value, _ = json.JSONDecoder().raw_decode(fixed)
+        return value
+    except ValueError:
+        pass
+    if fixed[:1] in "{[":  # {'paths': ['x'], 'flag': True}: a Python literal, read, never run
+        import ast
+
+        try:
+            value = ast.literal_eval(fixed)
+        except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+            return None
+        return value if isinstance(value, (dict, list)) else None
     return None
 
 
@@ -244,67 +254,3 @@ def _parse(text: str, names: set[str]) -> tuple[list[TextCall], str]:
     if "Action Input:" in body:
         return _react_calls(body, names)
     return [], body
-
-
-class VisibleText:
-    """Filter streamed text: reasoning and tool-call markup are held back, prose passes.
-
-    Feed chunks with :meth:`feed`; each call returns the text safe to show now. A tag cut
-    between two chunks is held until it is complete.
-    """
-
-    def __init__(self) -> None:
-        self._buffer = ""
-        self._in_think = False
-        self._in_call = False  # once markup starts, nothing after it is prose
-        self.seen_close_without_open = False
-
-    def feed(self, chunk: str) -> str:
-        if self._in_call:
-            return ""
-        self._buffer += chunk
-        out = []
-        while self._buffer:
-            if self._in_think:
-                end = self._buffer.find(THINK_CLOSE)
-                if end < 0:
-                    self._buffer = self._buffer[-(len(THINK_CLOSE) - 1):]
-                    break
-                self._buffer = self._buffer[end + len(THINK_CLOSE):]
-                self._in_think = False
-                continue
-            starts = [(i, t) for t in (THINK_OPEN, THINK_CLOSE, *CALL_MARKERS) if (i := self._buffer.find(t)) >= 0]
-            if starts:
-                i, tag = min(starts)
-                out.append(self._buffer[:i])
-                self._buffer = self._buffer[i + len(tag):]
-                if tag == THINK_OPEN:
-                    self._in_think = True
-                elif tag == THINK_CLOSE:  # the reply began inside a reasoning block: drop what came before
-                    self.seen_close_without_open = True
-                    out.clear()
-                else:
-                    self._in_call = True
-                    self._buffer = ""
-                    break
-                continue
-            keep = _partial_tag_suffix(self._buffer)
-            out.append(self._buffer[: len(self._buffer) - keep])
-            self._buffer = self._buffer[len(self._buffer) - keep:]
-            break
-        return "".join(out)
-
-    def flush(self) -> str:
-        rest, self._buffer = ("" if self._in_think or self._in_call else self._buffer), ""
-        return rest
-
-
-def _partial_tag_suffix(text: str) -> int:
-    """How many trailing characters of ``text`` could begin a tag (held back until the next chunk)."""
-    best = 0
-    for tag in (THINK_OPEN, THINK_CLOSE, *CALL_MARKERS):
-        for n in range(min(len(tag) - 1, len(text)), 0, -1):
-            if text.endswith(tag[:n]):
-                best = max(best, n)
-                break
-    return best

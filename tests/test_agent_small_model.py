@@ -11,7 +11,9 @@ Expectations (all optional): ``engine``, ``category``, ``root_cause``/``fixes``/
 ``answer_excludes``, ``answer_starts``, ``summary_contains``, ``stream_excludes`` / ``stream_starts``
 (streamed text), ``sent_excludes`` (anything sent
 back to the model), ``tools_ok`` (tools that ran successfully), ``no_tool_arg`` (text no
-tool call's arguments may contain), ``requests`` (chat requests made), ``max_seconds``.
+tool call's arguments may contain), ``requests`` (chat requests made), ``max_seconds``,
+``last_tool_message_under`` (characters of the longest tool output in the last request),
+``later_requests_without_tools`` (the requests after the first send no tool definitions).
 """
 
 from __future__ import annotations
@@ -101,6 +103,11 @@ def test_scenario(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         assert all(expect["no_tool_arg"] not in a for a in started_args), started_args
     if "requests" in expect:
         assert len(server.requests) == expect["requests"]
+    if "last_tool_message_under" in expect:
+        last = [m for m in server.requests[-1]["messages"] if m["role"] == "tool"]
+        assert last and max(len(str(m["content"])) for m in last) < expect["last_tool_message_under"]
+    if expect.get("later_requests_without_tools"):
+        assert "tools" in server.requests[0] and all("tools" not in r for r in server.requests[1:])
     if "max_seconds" in expect:
         assert seconds < expect["max_seconds"], seconds
     # every generation is bounded (langchain-openai sends max_tokens as max_completion_tokens)
@@ -198,3 +205,64 @@ def test_a_model_answer_never_has_less_than_the_offline_answer(tmp_path: Path) -
     assert {str(c) for c in offline.citations} <= {str(c) for c in llm.citations}
     assert llm.grounded.strip() == offline.answer.strip()
     assert llm.to_dict()["grounded"] == llm.grounded  # JSON carries it too
+
+
+def test_a_named_model_is_used_when_the_server_has_no_model_list(tmp_path: Path) -> None:
+    """--model given and /models answering 404 (some gateways): the named model answers, not offline."""
+    log = tmp_path / "train.log"
+    shutil.copy(LOG, log)
+    rows = [{"calls": [{"name": "diagnose", "arguments": {"paths": [str(log)]}}]}, {"content": "Root cause: CUDA OOM."}]
+    with FakeOpenAI(replies_from(rows), models_status=404) as server:
+        events = list(answer_events("why?", attachments=[log], ctx=ToolContext.for_roots([str(log)]),
+                                    config=LLMConfig.resolve(base_url=server.base_url, model="my-model")))
+        assert server.requests and server.requests[0]["model"] == "my-model"
+    assert events[-1].answer.engine == "llm"
+    with FakeOpenAI(models_status=404) as server:  # without --model there is nothing to call
+        events = list(answer_events("why?", config=LLMConfig.resolve(base_url=server.base_url)))
+    assert events[-1].answer.engine == "offline"
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_an_error_event_in_the_stream_ends_in_the_offline_answer_in_both_modes(tmp_path: Path, json_mode: bool) -> None:
+    from typer.testing import CliRunner
+
+    from rlmedic.ui.cli import app
+
+    log = tmp_path / "train.log"
+    shutil.copy(LOG, log)
+    rows = [{"calls": [{"name": "diagnose", "arguments": {"paths": [str(log)]}}]},
+            {"content": "Root cause", "error_event": {"message": "context length exceeded", "code": 400}, "error_after": 1}]
+    with FakeOpenAI(replies_from(rows)) as server:
+        result = CliRunner().invoke(app, ["ask", "why did it die?", "--attach", str(log), "--base-url", server.base_url,
+                                          *(["--json"] if json_mode else [])])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    if json_mode:
+        answer = json.loads(result.stdout)
+        assert answer["engine"] == "offline" and any("context length exceeded" in n for n in answer["notices"])
+    else:
+        assert "context length exceeded" in result.stderr and "From the log:" in result.stdout
+
+
+def test_plain_mode_marks_claims_inline_and_json_leads_with_the_tools_root(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from rlmedic.ui.cli import app
+
+    log = tmp_path / "train.log"
+    shutil.copy(LOG, log)
+    rows = [{"calls": [{"name": "diagnose", "arguments": {"paths": [str(log)]}}]},
+            {"content": "Root cause: an NCCL timeout between ranks. Set nccl_timeout_s=7200."}]
+    with FakeOpenAI(replies_from(rows)) as server:
+        plain = CliRunner().invoke(app, ["ask", "why did it die?", "--attach", str(log), "--base-url", server.base_url])
+    with FakeOpenAI(replies_from(rows)) as server:
+        as_json = CliRunner().invoke(app, ["ask", "why did it die?", "--attach", str(log), "--base-url", server.base_url,
+                                           "--json"])
+    assert plain.exit_code == 0 and as_json.exit_code == 0, plain.output + as_json.output
+    out = plain.stdout
+    assert out.startswith("The model's explanation below contradicts")
+    assert out.index("Root cause (from the tools") < out.index("NCCL timeout")
+    assert "nccl_timeout_s=7200 [unverified]" in out  # marked inline in plain mode too
+    answer = json.loads(as_json.stdout)
+    assert "out of memory" in answer["summary"].lower() and "nccl" not in answer["summary"].lower()
+    assert answer["answer"].startswith("The model's explanation below contradicts")
