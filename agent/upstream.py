@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rlmedic.tools.upstream import headline, what_to_do, when
 from rlmedic.types import Citation, Evidence, UpstreamFix
 
 #: Further matches mentioned after the lead, and the score a match without a strong tie needs to be mentioned.
@@ -59,19 +60,6 @@ def judged(evidence: Sequence[Evidence]) -> list[UpstreamFix]:
     return out
 
 
-def _when(f: UpstreamFix) -> str:
-    merged = f"merged {f.date}" if f.date else "merged"
-    return f"{merged}, in {f.release}" if f.release else f"{merged}, not released yet"
-
-
-def _do(f: UpstreamFix) -> str:
-    name = f.package or f.repo.rsplit("/", 1)[-1]
-    if f.release:
-        return f"upgrade {name} to {f.release.lstrip('vV')} or later, or apply that change to your copy"
-    return (f"no release holds it yet: install {name} from its main branch at or after {f.commit[:10]}, "
-            f"or apply that change to your copy (git cherry-pick {f.commit[:10]})")
-
-
 def upstream_lines(evidence: Sequence[Evidence], cite: Callable[[Citation], int]) -> list[str]:
     """Answer lines for the upstream fixes in ``evidence`` (none when there are none). ``cite`` numbers a
     citation (``Answer.cite``)."""
@@ -82,28 +70,24 @@ def upstream_lines(evidence: Sequence[Evidence], cite: Callable[[Citation], int]
     best = fixes[0]
     newer = [f for f in fixes if f.status != "in_yours"]
     if best.status == "in_yours" and best.strong:
-        lines.append(f"Already fixed in your {best.package} {best.yours}: {best.ref} '{best.subject}' ({_when(best)}) "
+        lines.append(f"Already fixed in your {best.package} {best.yours}: {best.ref} '{best.subject}' ({when(best)}) "
                      f"[{cite(best.citation)}] changed the code that failed, and your release has it: the cause is "
                      f"likely elsewhere (your config, data, or another package).")
         newer = [f for f in newer if f.strong][:ALSO_MAX]
     lead = next((f for f in newer if f.strong), None) if not lines else None
     if lead is not None:
-        if lead.status == "after_yours":
-            head = f"Fixed upstream after your {lead.package} {lead.yours}"
-        else:
-            head = "Likely fixed upstream"
-        lines.append(f"{head}: {lead.ref} '{lead.subject}' ({_when(lead)}) [{cite(lead.citation)}].")
+        lines.append(f"{headline(lead)}: {lead.ref} '{lead.subject}' ({when(lead)}) [{cite(lead.citation)}].")
         lines.append(f"  Matched: {lead.matched}.")
         if lead.status == "after_yours":
-            lines.append(f"  Do: {_do(lead)}.")
+            lines.append(f"  Do: {what_to_do(lead)}.")
         else:
             rel = lead.release.lstrip("vV") if lead.release else "a build after " + lead.commit[:10]
-            lines.append(f"  Do: if your {lead.package or 'copy'} is older than {rel}, {_do(lead)}; "
+            lines.append(f"  Do: if your {lead.package or 'copy'} is older than {rel}, {what_to_do(lead)}; "
                          f"attach `pip freeze` or `rlmedic env --python PY --json` to know.")
     rest = [f for f in newer if f is not lead and (f.strong or f.score >= RELATED_MIN)][:ALSO_MAX]
     for f in rest:
         word = "Also changed the failing code" if f.strong else "Possibly related upstream change"
-        lines.append(f"{word}: {f.ref} '{f.subject}' ({_when(f)}) [{cite(f.citation)}].")
+        lines.append(f"{word}: {f.ref} '{f.subject}' ({when(f)}) [{cite(f.citation)}].")
     return lines
 
 

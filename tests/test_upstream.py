@@ -150,3 +150,16 @@ def test_search_kind_commit_on_the_cli_and_through_the_registry(synced: Path) ->
     empty = ToolContext.for_roots([], env_roots=False, index_dir=synced.parent / "elsewhere")
     missing = REGISTRY.call("search_docs", {"query": "x", "kind": "commit"}, empty)
     assert not missing.ok and "sync-code" in missing.error
+
+
+def test_watch_alert_names_the_upstream_fix(synced: Path, tmp_path: Path) -> None:
+    from rlmedic.tools.logs.watch import Watcher, WatchOptions
+
+    log = tmp_path / "run" / "train.log"
+    log.parent.mkdir()
+    log.write_text("[2025-05-02 11:00:00] INFO verl==0.1.0 starting\n" + LOG)
+    alerts = Watcher([str(log)], WatchOptions(stall_minutes=0)).tick()
+    failure = [a for a in alerts if a.kind == "failure"]
+    assert failure, [a.title for a in alerts]
+    text = failure[0].text(slack=False)
+    assert "Fixed upstream after your verl 0.1.0: example-org/verl#12" in text and "upgrade verl to 0.2.0" in text

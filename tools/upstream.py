@@ -90,3 +90,38 @@ def for_traceback(text: str, index_dir: Any = None, versions: dict[str, str] | N
         return match(history, query, versions=found, repos=repos, k=KEEP), found, query
     finally:
         history.close()
+
+
+# ---------------------------------------------------------------------------- the words
+
+
+def when(f: UpstreamFix) -> str:
+    """``merged 2026-01-02, in v0.8.0`` or ``..., not released yet``."""
+    merged = f"merged {f.date}" if f.date else "merged"
+    return f"{merged}, in {f.release}" if f.release else f"{merged}, not released yet"
+
+
+def what_to_do(f: UpstreamFix) -> str:
+    """Upgrade to the release that holds the fix, or (unreleased) install from main or apply the change."""
+    name = f.package or f.repo.rsplit("/", 1)[-1]
+    if f.release:
+        return f"upgrade {name} to {f.release.lstrip('vV')} or later, or apply that change to your copy"
+    return (f"no release holds it yet: install {name} from its main branch at or after {f.commit[:10]}, "
+            f"or apply that change to your copy (git cherry-pick {f.commit[:10]})")
+
+
+def headline(f: UpstreamFix) -> str:
+    """The lead sentence's start: "Fixed upstream after your verl 0.7.0" or "Likely fixed upstream"."""
+    return f"Fixed upstream after your {f.package} {f.yours}" if f.status == "after_yours" else "Likely fixed upstream"
+
+
+def alert_line(items: list[Any]) -> str:
+    """One line for a ``watch`` alert: the best strong match not already in the user's release ("" if none)."""
+    for item in items or ():
+        try:
+            f = item if isinstance(item, UpstreamFix) else UpstreamFix.model_validate(item)
+        except (TypeError, ValueError):
+            continue
+        if f.strong and f.status != "in_yours":
+            return f"{headline(f)}: {f.ref} '{f.subject}' ({when(f)}) <{f.url}>: {what_to_do(f)}."
+    return ""

@@ -71,12 +71,16 @@ class Alert:
     severity: str = "error"
     #: "Known issue owner/repo#N, fixed in ...: upgrade ..." when a known-issue record matches the window
     known: str = ""
+    #: "Fixed upstream after your verl 0.7.0: owner/repo#N ..." when a synced commit matches the traceback
+    upstream: str = ""
 
     def text(self, *, slack: bool = True) -> str:
         """The alert as text; ``slack=False`` leaves out Slack's emoji shortcode (a terminal shows it raw)."""
         lines = [f"{':rotating_light: ' if slack else ''}rlmedic watch: {self.title}", self.summary]
         if self.known:
             lines.append(self.known)
+        if self.upstream:
+            lines.append(self.upstream)
         if self.evidence:
             lines.append(f"Evidence: {self.evidence}")
         if self.fixes:
@@ -234,6 +238,12 @@ class Watcher:
         if not result.ok:
             return []  # nothing textual in the windows (binary output)
         diagnosis = result.value
+        from rlmedic.tools.upstream import root_exception
+
+        self._upstream = diagnosis.stats.get("upstream_fixes") or []
+        root = diagnosis.root_finding
+        matched = root_exception(([root] if root is not None else []) + list(diagnosis.findings))
+        self._upstream_frames = matched.get("frames") if matched else None
         step = diagnosis.stats.get("last_step")
         if step is not None and step != self.last_step:
             self.last_step = step
@@ -302,7 +312,16 @@ class Watcher:
             summary=finding.summary, file=str(window.path), line=line, evidence=evidence,
             fixes=fixes, recovery=self._recovery() if kind in ("failure", "nan", "zero_reward") else [],
             sources=sources, severity=finding.severity, known=known.advice if known is not None else "",
+            upstream=self._upstream_line(finding) if kind == "failure" else "",
         )
+
+    def _upstream_line(self, finding: Any) -> str:
+        """The upstream fix of this failure's traceback (diagnose matched the root's; only the root gets it)."""
+        from rlmedic.tools.upstream import alert_line
+
+        if not getattr(self, "_upstream", None) or finding.evidence.get("frames") != self._upstream_frames:
+            return ""
+        return alert_line(self._upstream)
 
     def _stall(self) -> list[Alert]:
         limit = self.options.stall_minutes * 60
