@@ -163,3 +163,44 @@ def test_watch_alert_names_the_upstream_fix(synced: Path, tmp_path: Path) -> Non
     assert failure, [a.title for a in alerts]
     text = failure[0].text(slack=False)
     assert "Fixed upstream after your verl 0.1.0: example-org/verl#12" in text and "upgrade verl to 0.2.0" in text
+
+
+def test_diagnose_source_quotes_the_failing_function(synced: Path, tmp_path: Path) -> None:
+    """--source: the training environment's site-packages (here: the fixture's v0.1.0 actor.py laid out as one)."""
+    from tests.test_history import ACTOR_V1
+
+    site = tmp_path / "site-packages"
+    (site / "verl" / "workers").mkdir(parents=True)
+    (site / "verl" / "workers" / "actor.py").write_text(ACTOR_V1 + "\n# the end\n")
+    log = tmp_path / "train.log"
+    log.write_text(LOG.replace("line 12, in update_policy", "line 10, in update_policy"))
+    result = runner.invoke(app, ["diagnose", str(log), "--source", str(site)])
+    assert result.exit_code == 0, result.output
+    assert "Code at the failure (your source):" in result.stdout
+    assert "    8      def update_policy(self, data):" in result.stdout
+    assert ">   10          return sum(data) / n" in result.stdout
+    data = json.loads(runner.invoke(app, ["diagnose", str(log), "--source", str(site), "--json"]).stdout)
+    [quote] = data["stats"]["code_context"]
+    assert (quote["func"], quote["start"], quote["line"]) == ("update_policy", 8, 10)
+    missing = runner.invoke(app, ["diagnose", str(log), "--source", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "no such folder" in missing.output
+
+
+def test_quote_code_is_confined_and_bounded(tmp_path: Path) -> None:
+    from rlmedic.errors import UserError
+    from rlmedic.registry import ToolContext
+    from rlmedic.tools.code_context import MAX_LINES, quote_frames
+
+    src = tmp_path / "clone"
+    body = "def long_one(x):\n" + "".join(f"    x = x + {i}\n" for i in range(200))
+    (src / "python" / "sglang" / "srt").mkdir(parents=True)
+    (src / "python" / "sglang" / "srt" / "run.py").write_text(body)
+    frames = [("/usr/lib/python3/dist-packages/sglang/srt/run.py", 150, "long_one")]
+    ctx = ToolContext.for_roots([src], env_roots=False)
+    [quote] = quote_frames(frames, src, ctx.confinement)
+    assert quote.end - quote.start + 1 == MAX_LINES and quote.end == 154 and quote.file.endswith("python/sglang/srt/run.py")
+    assert quote_frames([("/x/sglang/srt/run.py", 999, "long_one")], src, ctx.confinement) == []  # another version
+    outside = ToolContext.for_roots([tmp_path / "elsewhere"], env_roots=False)
+    (tmp_path / "elsewhere").mkdir()
+    with pytest.raises(UserError):
+        quote_frames(frames, src, outside.confinement)

@@ -79,6 +79,13 @@ def env_evidence(listing: Any) -> Evidence:
                     checked=f"{len(versions)} package versions from {getattr(listing, 'path', '')} ({getattr(listing, 'kind', '')})")
 
 
+def code_evidence(quotes: Any) -> Evidence:
+    """The failing functions quoted from the user's source: one fact per quote, its code included."""
+    facts = [str(q) for q in quotes or ()]
+    return Evidence(subject="code", facts=facts,
+                    checked=f"{len(facts)} failing function(s) quoted from the source" if facts else "")
+
+
 def upstream_evidence(result: Any) -> Evidence:
     """Commits that likely fixed a traceback, with the versions they were judged against."""
     fixes = _upstream(getattr(result, "fixes", ()))

@@ -416,3 +416,24 @@ def upstream_fixes(
     checked = "no traceback in the text" if query is None else (
         f"{query.exception or 'the error'} with {len(query.frames)} frame(s) against the synced history")
     return UpstreamResult(fixes=fixes, versions=found, checked=checked)
+
+
+def _render_code(quotes: list[Any]) -> str:
+    return "\n\n".join(str(q) for q in quotes) if quotes else "no frame of the traceback resolves under the source"
+
+
+@tool(render=_render_code, evidence=ev.code_evidence)
+def quote_code(
+    ctx: ToolContext,
+    source: Annotated[str, Field(min_length=1, description="The framework's source: a clone, or the training "
+                                                           "environment's site-packages folder.")],
+    traceback: Annotated[str, Field(min_length=1, description="The traceback as printed (its File lines).")],
+) -> list[Any]:
+    """Quote the failing functions of a traceback from the user's copy of the framework's source.
+
+    For the frames nearest the exception that resolve under ``source``: the lines from the function's def
+    to a few past the failing line (bounded, read-only).
+    """
+    from rlmedic.tools.code_context import frames_in, quote_frames
+
+    return quote_frames(frames_in(traceback), source, ctx.confinement)

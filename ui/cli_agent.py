@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from rlmedic.ui.cli_code import ENV_HELP
+from rlmedic.ui.cli_code import ENV_HELP, SOURCE_HELP
 from rlmedic.ui.cli_knowledge import CHROMA_URL_HELP, KNOWN_ISSUES_HELP, use_chroma_url, use_known_issues
 from rlmedic.ui.params import path as path_param
 
@@ -41,6 +41,7 @@ def ask(
     chroma_url: Optional[str] = typer.Option(None, "--chroma-url", help=CHROMA_URL_HELP),
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
     env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP),
+    source: Optional[Path] = typer.Option(None, "--source", metavar="PATH", help=SOURCE_HELP),
 ) -> None:
     """Ask a troubleshooting question; attached files are investigated with rlmedic's tools."""
     from rlmedic.ui.cli_code import env_versions
@@ -56,7 +57,12 @@ def ask(
 
     existing_index_dir(index_dir, chroma_url)
     config = None if offline else LLMConfig.resolve(base_url=base_url, model=model, api_key=api_key, timeout_s=timeout)
-    session = Session(thread, offline=offline, config=config, index_dir=index_dir, prefix="ask")
+    if source is not None and not source.expanduser().is_dir():
+        from rlmedic.errors import UserError
+
+        raise UserError(f"--source {source}: no such folder")
+    session = Session(thread, offline=offline, config=config, index_dir=index_dir, prefix="ask",
+                      roots=[source.expanduser()] if source is not None else None)  # readable by quote_code
     try:
         for name in attach:
             if name == "-":

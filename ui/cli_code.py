@@ -120,3 +120,33 @@ def upstream_for_diagnosis(diagnosis: object, env: dict[str, str]) -> list[str]:
 
     lines = upstream_lines(evidence, cite)
     return lines + [f"  [{i}] {c.ref} <{c.url}>" for i, c in enumerate(cited, 1)] if lines else []
+
+
+SOURCE_HELP = ("The framework's source (a clone, or the training environment's site-packages): the failing "
+               "function is quoted from it around the traceback's line (read-only).")
+
+
+def code_for_diagnosis(diagnosis: object, source: Path | None) -> list[str]:
+    """``--source``: the failing functions of the root traceback quoted from ``source`` through the
+    ``quote_code`` tool (confined to that folder); ``stats.code_context`` holds them for ``--json``."""
+    if source is None:
+        return []
+    from rlmedic.errors import UserError
+    from rlmedic.knowledge.history import parse_frame
+    from rlmedic.tools.upstream import root_exception
+    from rlmedic.ui.cli import run_tool
+
+    if not source.expanduser().is_dir():
+        raise UserError(f"--source {source}: no such folder")
+    root = getattr(diagnosis, "root_finding", None)
+    findings = ([root] if root is not None else []) + list(getattr(diagnosis, "findings", []))
+    ev = root_exception(findings)
+    frames = [f for f in (parse_frame(str(x)) for x in (ev or {}).get("frames") or []) if f]
+    if not frames:
+        return []
+    text = "\n".join(f'  File "{p}", line {n}, in {f}' for p, n, f in frames)
+    quotes = run_tool("quote_code", {"source": str(source), "traceback": text}, roots=[source])
+    diagnosis.stats["code_context"] = [q.to_dict() for q in quotes]  # type: ignore[attr-defined]
+    if not quotes:
+        return [f"No frame of the traceback resolves under {source}."]
+    return ["Code at the failure (your source):", *(str(q) for q in quotes)]

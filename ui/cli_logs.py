@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 
-from rlmedic.ui.cli_code import ENV_HELP
+from rlmedic.ui.cli_code import ENV_HELP, SOURCE_HELP
 from rlmedic.ui.params import path as path_param
 
 if TYPE_CHECKING:
@@ -172,11 +172,12 @@ def register(app: typer.Typer) -> None:
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every fix and finding."),
         all_runs: bool = typer.Option(False, "--all", help="A wandb/ or TensorBoard folder: every run in it, not only the newest."),
         env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP),
+        source: Optional[Path] = typer.Option(None, "--source", metavar="PATH", help=SOURCE_HELP),
     ) -> None:
         """Find the root cause in AReaL / slime training logs, with its line and the fix."""
         from rlmedic.types import severity_rank
         from rlmedic.ui.cli import print_json
-        from rlmedic.ui.cli_code import env_versions, upstream_for_diagnosis
+        from rlmedic.ui.cli_code import code_for_diagnosis, env_versions, upstream_for_diagnosis
 
         env = env_versions(env_file)
         if all_runs:
@@ -185,12 +186,15 @@ def register(app: typer.Typer) -> None:
             paths = [run for p in paths for run in every_run(p)]
         diagnosis = _run("diagnose", paths)
         upstream = upstream_for_diagnosis(diagnosis, env)
+        code = code_for_diagnosis(diagnosis, source)
         if as_json:
             print_json(diagnosis.to_dict())
         else:
             typer.echo(render(diagnosis, verbose=verbose))
             if upstream:
                 typer.echo("\n".join(["", *upstream]))
+            if code:
+                typer.echo("\n".join(["", *code]))
         if fail_on is not None:
             worst = diagnosis.worst_severity()
             if worst is not None and severity_rank(worst) <= severity_rank(fail_on.value):
