@@ -1,146 +1,375 @@
-"""Compose: the answer from all of the evidence, for both engines.
+"""Compose: the answer derived from the evidence, for both engines; the specific before the generic.
 
-Reads only :class:`~rlmedic.types.Evidence` (never a tool's name or its JSON keys) and
-the knowledge base, in this order:
+``compose(inquiry, evidence)`` reads the evidence once (:func:`rlmedic.agent.case.read_case`),
+decides what can be said and what applies, and joins the sections of
+:mod:`rlmedic.agent.sections` (each a pure function) in the order the question asks for:
 
-1. what the question asks for first (the edit to make, "was it healthy", the GPUs, the
-   recovery plan), from :mod:`rlmedic.agent.intents`;
-2. a known upstream issue that matches the user's exact error (cause, fix, fixed-in, cited);
-3. the root cause with its evidence line, or "the run looks healthy" with what was checked;
-4. GPU facts and advice, checkpoint facts and the recovery plan;
-5. the fixes (exact config edits first) and the corrected config diff;
-6. playbook cards ranked for the framework in play (AReaL keys for AReaL, slime flags for
-   slime), minus the categories the question rules out; documents and threads;
-7. which file to attach when the question needs evidence nobody gave.
+1. a known upstream issue, only when its error string, pattern or exception is in the evidence and
+   its framework agrees (at most two related ones, behind ``--verbose``, each saying what matched);
+2. what failed, with the marked evidence line and at most two lines of its context, and the values
+   the attached config sets for the settings involved; or the verdict: healthy, finished, or
+   "nothing to diagnose here" (never a cause taken from cards without evidence);
+3. GPU facts, the checkpoint recovery plan, the config's own errors;
+4. what to change: the fixes that can apply (:mod:`rlmedic.agent.fit`: not another framework's,
+   not a key the config does not have, not a value already in effect), exact edits from the
+   value in effect first, at most five, and the corrected-config diff;
+5. the team's own documents that match the question and the root's evidence, then playbook cards
+   (the likely cause only when nothing more specific exists; background otherwise);
+6. which file to attach when the question needs evidence nobody gave.
 
-:func:`ground` fills the structured fields of an :class:`Answer` (root cause, evidence
-lines, fixes, diff, citations, findings) from the same evidence; the LLM loop uses it so
-its structured answer holds only what a tool established.
+A follow-up answers its own question: what it asks for leads, and what the thread established is
+referred to in one line. The short answer is about 40 lines for one root; the rest is in
+``Answer.more`` (``--verbose``, a collapsible block on the web page, a second Slack message).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
+from rlmedic.agent import sections as S
+from rlmedic.agent.case import (  # noqa: F401 - re-exported: the vocabulary of frameworks lives with the case
+    RL_FRAMEWORKS, SUBJECTS, Case, detect_framework, framework_in_play, read_case)
 from rlmedic.agent.events import Answer
-from rlmedic.types import Citation, Evidence, Fix, severity_rank
+from rlmedic.agent.fit import APPLIED, CARD, KNOWN, LEADING, OTHER, ROOT, candidates, key_framework, rank
+from rlmedic.agent.inquiry import Inquiry
+from rlmedic.types import Citation, Evidence, Fix
 
 #: A second card is mentioned when its score is at least this share of the best one.
 RELATED_SHARE = 0.8
+#: Fixes kept in the structured answer (the text shows five, the rest behind --verbose).
 MAX_FIXES = 8
 
 
-#: What the tools examine (Evidence.subject); search hits are knowledge, not a look at the run.
-SUBJECTS = ("logs", "config", "gpus", "checkpoints")
-
-
-# ---------------------------------------------------------------------- frameworks
-
-
-#: verl's Hydra config roots (``actor_rollout_ref.rollout.n=8``, ``trainer.nnodes=2``); a dotted key under
-#: one of them is verl's, not AReaL's (whose ``actor.``/``rollout.`` would match inside it).
-_VERL_KEY = re.compile(
-    r"\b(?:actor_rollout_ref|critic|trainer|reward_model|custom_reward_function|algorithm)(?:\.[a-z_][a-z0-9_]*)+"
-    r"|\bdata\.(?:train_batch_size|max_prompt_length|max_response_length|train_files|val_files"
-    r"|filter_overlong_prompts|truncation|reward_fn_key|prompt_key)\b"
-    r"|\bverl\.trainer\.main_ppo\b")
-_AREAL_KEY = re.compile(r"\b(?:actor|rollout|gconfig|saver|recover|cluster|sglang|train_dataset)\.[a-z_]+")
-_SLIME_FLAG = re.compile(r"(?<![\w-])--[a-z]+(?:-[a-z]+)+")
-
-
-def detect_framework(text: str) -> str:
-    """``areal``, ``slime`` or ``verl`` when the text names one (and no other), else by its keys: verl's
-    Hydra keys (``actor_rollout_ref.*``, ``trainer.*``, ...), dotted AReaL keys and slime/Megatron ``--flags``
-    (the most frequent wins), else ``""``."""
-    low = text.lower()
-    named = {fw for fw in ("areal", "slime") if fw in low} | ({"verl"} if re.search(r"\bverl\b", low) else set())
-    if len(named) == 1:
-        return named.pop()
-    verl = len(_VERL_KEY.findall(low))
-    rest = _VERL_KEY.sub(" ", low)  # AReaL's actor./rollout. must not count inside a verl key
-    areal = len(_AREAL_KEY.findall(rest))
-    slime = len(_SLIME_FLAG.findall(rest)) + (2 if "megatron" in low and not areal and not verl else 0)
-    counts = {"areal": areal, "slime": slime, "verl": verl}
-    best = max(counts, key=counts.__getitem__)
-    if counts[best] and sum(n == counts[best] for n in counts.values()) == 1:
-        return best
-    return ""
-
-
-def framework_in_play(question: str, evidence: Sequence[Evidence]) -> str:
-    """The question's own framework, else the one the evidence shows (logs, config, checkpoints)."""
-    named = detect_framework(question)
-    if named:
-        return named
-    seen = [fw for e in evidence for fw in e.frameworks if fw in ("areal", "slime", "verl")]
-    return max(set(seen), key=seen.count) if seen else ""
-
-
 def fits(fix: Fix, framework: str) -> bool:
-    """Whether ``fix`` applies to ``framework`` (untagged fixes apply everywhere; flags are slime's,
-    keys under verl's config roots verl's, other dotted keys AReaL's)."""
+    """Whether ``fix`` applies to ``framework`` by its tag and its key's shape (the config's own keys and
+    values are checked by :func:`rlmedic.agent.fit.contradiction`)."""
     if not framework:
         return True
     if fix.framework:
         return fix.framework in (framework, "generic")
-    key = fix.key.strip()
-    if not key:
-        return True
-    if key.startswith("--"):
-        return framework == "slime"
-    if "." in key:
-        return framework == ("verl" if _VERL_KEY.match(key.lower()) else "areal")
-    return True
+    shape = key_framework(fix.key)
+    return not shape or shape == framework
 
 
-# ---------------------------------------------------------------------- grounding
+# ---------------------------------------------------------------------- composing
 
 
-def _log_citation(file: str, line: int | None) -> Citation:
-    return Citation(kind="log", ref=file, lines=(line, line) if line else None)
+def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evidence] = ()) -> Answer:
+    """The offline answer (and the grounded part of a model's): text and structured fields from ``evidence``.
 
+    ``fresh`` is the evidence this turn gathered (a follow-up's new attachments); the rest came from
+    earlier turns of the thread.
+    """
+    case = read_case(inq, evidence, fresh=fresh)
+    kb = inq.kb()
+    texts = list(inq.texts or ())
+    follow = inq.follow_up
+    # a follow-up about the thread's root (its cause, what to change, a bare "why?") draws on it; another
+    # question gets its own answer, and the root is referred to in one line
+    fresh_root = any(e is case.root_ev for e in case.fresh)
+    repeat_root = case.root is not None and (not follow or fresh_root or bool({"cause", "fixes"} & set(case.leads))
+                                             or (not case.leads and len(inq.question.split()) <= 6))
+    show_cause = case.root is not None and (not follow or fresh_root or "cause" in case.leads)
 
-def ground(answer: Answer, evidence: Iterable[Evidence]) -> Answer:
-    """Fill ``answer``'s structured fields from the evidence, in order (config edits before generic advice)."""
-    for ev in evidence:
-        if ev is None:
-            continue
-        for c in ev.citations:
-            answer.cite(c)
-        root = ev.root_finding
-        answer.findings.extend(f.to_dict() for f in (ev.findings + ev.advice))
-        if root is None:  # no root cause here, but a warning that names its card still picks the card
-            named = [f.card for f in ev.findings + ev.advice
-                     if f.card and severity_rank(f.severity) <= severity_rank("warning")]
-            answer.cards += [c for c in named[:1] if c not in answer.cards]
-        if root is not None and not answer.root_cause:
-            answer.category = root.category or answer.category
-            answer.root_cause = root.summary
-            if root.file and root.line:
-                answer.evidence.append(f"{root.file}:{root.line}")
-            if root.card:
-                answer.cards.insert(0, root.card)
-        known = {(f.key, str(f)) for f in answer.fixes}
-        new = [f for f in ev.fixes if str(f) and (f.key, str(f)) not in known]
-        if ev.diff:
-            # exact config edits go before generic advice; a generic fix for the same key gives way
-            answer.config_diff = ev.diff
-            keys = {f.key for f in new if f.key}
-            answer.fixes[:] = new + [f for f in answer.fixes if not (f.key and f.key in keys)]
-        else:
-            answer.fixes.extend(new)
+    lead_known, related = _known(inq, case, texts, kb) if (repeat_root or not follow) else (None, [])
+    cards = _cards(inq, case, kb, follow=follow, repeat_root=repeat_root)
+    docs, docs_lead = _docs(inq, case, kb)
+
+    # what to change: exact edits on the root's settings first, nothing the evidence rules out
+    root_keys = _root_keys(case, cards)
+    groups: list[tuple[int, Sequence[Fix]]] = []
+    asked_fixes = not follow or "fixes" in case.leads or repeat_root  # else the thread's edits are not repeated
+    for e in case.evidence:
+        if e.diff and asked_fixes:
+            groups.append((APPLIED, e.fixes))
+    if case.root is not None and repeat_root:
+        groups.append((ROOT, [f for b in case.before_root for f in b.fixes] + list(case.root.fixes)))
+    if lead_known is not None:
+        groups.append((LEADING, lead_known.fixes))
+    for e in case.evidence:
+        if not e.diff and e is not case.root_ev and asked_fixes:
+            groups.append((OTHER, e.fixes))
+    if cards:
+        groups.append((CARD, cards[0][0].fixes))
+    for m in related:
+        groups.append((KNOWN, [f for f in m.fixes if f.key]))
+    chosen, _dropped = rank(candidates(groups, root_keys), case.framework, case.settings, limit=MAX_FIXES,
+                            has_root=case.root is not None and repeat_root) \
+        if not case.nothing and not (case.healthy and not case.asks_problem) else ([], [])
+    diff = next((e.diff for e in case.evidence if e.diff), "") if asked_fixes else ""
+
+    parts: dict[str, S.Section] = {
+        "known": S.known(inq, case, lead_known, related),
+        "cause": S.failed(inq, case) if (show_cause or case.root is None) else S.Section("cause"),
+        "gpus": S.gpus(inq, case),
+        "plan": S.plan(inq, case),
+        "config": S.config(inq, case),
+        "fixes": S.fixes(inq, case, chosen, diff, card_cite=cards[0][0].citation if cards else None),
+    }
+    order = ["cause", "gpus", "plan", "config", "fixes"]
+    for lead in reversed(case.leads):  # what the question asks goes first
+        if lead in order:
+            order.remove(lead)
+            order.insert(0, lead)
+    order.insert(0, "known")
+    # the root is told where its subject is told (a damaged newest save heads the checkpoint facts)
+    home = {"checkpoints": "plan", "gpus": "gpus"}.get(case.root_ev.subject if case.root_ev else "", "")
+    if home and parts["cause"]:
+        c, h = parts["cause"], parts[home]
+        parts[home] = S.Section(home, c.lines + h.lines, c.more + h.more)
+        parts["cause"] = S.Section("cause")
+    card_lead = not case.looked and case.root is None and not docs_lead
+    tail = [S.documents(inq, case, docs, leading=bool(docs_lead)),
+            S.background(inq, case, cards, lead=card_lead or (follow and not repeat_root and not _answered(parts, case))),
+            S.needs(inq, case)]
+    head: list[S.Section] = []
+    if follow and not repeat_root and cards:  # what the thread's files already show about the new question
+        head.append(S.related_findings(inq, case, cards[0][0].category))
+    if follow and not show_cause:  # what the thread established, in one line, after the new answer
+        tail.insert(len(tail) - 1, S.earlier(inq, case))
+    if docs_lead and not case.looked:
+        head, tail = head + [tail[0]], tail[1:]  # a question alone: the team's own doc outranks every card
+    short = head + [parts[name] for name in order] + tail
+    if case.ruled_out:
+        short.append(S.Section("ruled", (S.Line("Left out as you ruled it out: " + ", ".join(sorted(case.ruled_out)) + "."),)))
+    if not any(s.lines for s in short) and not case.looked:
+        short.append(S.Section("none", (S.Line("No playbook card matches this question closely, and no log or file was given."),)))
+
+    answer = Answer(answer="", engine="offline")
+    text, more = _render(short, answer)
+    answer.answer = text
+    answer.more = more
+    answer.fixes = list(chosen)
+    answer.config_diff = diff
+    _structured(answer, case, lead_known, cards)
+    answer.details = [line.text for name in ("known", "gpus", "plan", "config") for line in parts[name].lines]
+    if case.root is None:
+        answer.details = [line.text for line in parts["cause"].lines] + answer.details
+    answer.needs = [line.text for line in S.needs(inq, case).lines]
+    first = next((s.lines[0].text for s in short if s.lines), "")
+    answer.summary = (f"Known issue {lead_known.record.source}: {lead_known.record.title}" if lead_known is not None
+                      else answer.root_cause or (_plain(first) if (case.healthy or case.nothing) else "")
+                      or (cards[0][0].title if cards else "") or _plain(first))
     return answer
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"\s*\{cite\}", "", text).strip()
+
+
+def _answered(parts: dict[str, S.Section], case: Case) -> bool:
+    """Whether a follow-up's asked-for sections say anything (else the playbook answers the new question)."""
+    return any(parts[lead] for lead in case.leads if lead in parts)
+
+
+def _root_keys(case: Case, cards: Sequence[tuple[Any, float]]) -> set[str]:
+    """The settings the root acts on: keys of its own fixes, of what led to it, and of its card's fixes."""
+    keys: set[str] = set()
+    if case.root is None:
+        return keys
+    for f in (case.root, *case.before_root):
+        keys |= {x.key for x in f.fixes if x.key}
+    if cards and cards[0][0].category == case.root.category:
+        keys |= {x.key for x in cards[0][0].fixes if x.key}
+    return keys
+
+
+def _structured(answer: Answer, case: Case, lead_known: Any, cards: Sequence[tuple[Any, float]]) -> None:
+    """Category, root cause, its evidence lines, findings and cards: the JSON fields, from the same case."""
+    root = case.root
+    for e in case.evidence:
+        answer.findings.extend(f.to_dict() for f in (e.findings + e.advice))
+    if root is not None:
+        answer.category = root.category or ""
+        answer.root_cause = root.summary
+        if root.file and root.line:
+            answer.evidence.append(f"{root.file}:{root.line}")
+        answer.evidence += [f"{f.file}:{f.line}" for f in case.before_root if f.file and f.line]
+        if root.card:
+            answer.cards.append(root.card)
+    if lead_known is not None and lead_known.how in ("exact", "regex"):
+        answer.category = lead_known.record.category
+    if cards and not case.healthy:
+        answer.category = answer.category or cards[0][0].category
+        answer.cards = list(dict.fromkeys(answer.cards + [c.id for c, _ in cards]))
+    if case.healthy:
+        answer.category = answer.category if root is not None else ""
+
+
+def _render(sections: Sequence[S.Section], answer: Answer) -> tuple[str, str]:
+    """The short text (with its sources) and the verbose rest; citations numbered in order of appearance."""
+
+    def text_of(line: S.Line) -> str:
+        marks = " ".join(f"[{answer.cite(c)}]" for c in line.cites)
+        if "{cite}" in line.text:
+            return line.text.replace("{cite}", marks) if marks else line.text.replace(" {cite}", "").replace("{cite}", "")
+        return f"{line.text} {marks}" if marks else line.text
+
+    short = [text_of(line) for s in sections for line in s.lines]
+    shown = len(answer.citations)
+    more = [text_of(line) for s in sections for line in s.more]
+    if answer.citations[:shown]:
+        short += ["", "Sources:"] + [_source(i, c) for i, c in enumerate(answer.citations[:shown], 1)]
+    if answer.citations[shown:]:
+        more += ["", "More sources:"] + [_source(i, c) for i, c in enumerate(answer.citations[shown:], shown + 1)]
+    return "\n".join(short), "\n".join(more)
+
+
+def _source(i: int, c: Citation) -> str:
+    return f"  [{i}] {c}" + (f" <{c.url}>" if c.url else "")
+
+
+# ---------------------------------------------------------------------- knowledge the answer draws on
+
+
+def _known(inq: Inquiry, case: Case, texts: list[str], kb: Any) -> tuple[Any, list[Any]]:
+    """The known issue that explains the root (or None) and at most two related ones; each backed by the
+    evidence (an error string, a pattern or an exception and its message) and of the framework in play."""
+    from rlmedic.knowledge.known import match
+    from rlmedic.knowledge.known.answer import leading
+    from rlmedic.versions import read_versions
+
+    if case.nothing or (case.healthy and not case.asks_problem):
+        return None, []
+    carried = {p: v for e in case.evidence for p, v in e.versions.items()}
+    versions = {**carried, **read_versions(inq.question, *texts)} if carried else None
+    matches = match(texts, question=inq.question, versions=versions, kb=kb, k=4)
+    backed = [m for m in matches if m.how != "similar" and m.certain and same_stack(m, case.framework)]
+    lead = next((m for m in leading(backed) if _explains(m, case.root, [*texts, inq.question])), None)
+    return lead, [m for m in backed if m is not lead][:2]
+
+
+def _cards(inq: Inquiry, case: Case, kb: Any, *, follow: bool, repeat_root: bool, k: int = 3) -> list[tuple[Any, float]]:
+    """Playbook cards whose preconditions hold: the root's own card (and its framework's twin), or, for a
+    question asked alone or a follow-up's new question, a search; never for a run with nothing to diagnose
+    or a healthy run the question does not doubt."""
+    from rlmedic.knowledge.cards import card_by_id
+
+    if case.nothing or (case.healthy and not case.asks_problem):
+        return []
+    out: list[tuple[Any, float]] = []
+    named = [case.root.card] if case.root is not None and case.root.card and repeat_root else []
+    if case.root is None and case.looked:  # warnings only: the card a warning names
+        named = [f.card for e in case.looked for f in e.findings + e.advice if f.card][:1]
+    for card_id in named:
+        card = card_by_id(card_id)
+        if card and card.category not in case.ruled_out and _card_fits(card, case.framework):
+            out.append((card, 1.0))
+    search = (lambda q: kb.search(q, k + 4, kind="card")) if kb is not None else (lambda q: [])
+    query = inq.question if (follow and not repeat_root) else _topic(inq)
+    if case.root is not None and repeat_root:
+        query = f"{query} {case.root.summary}"
+    if out:
+        first = out[0][0]
+        if case.framework and case.framework not in first.frameworks:
+            own = [c for c in (card_by_id(h.card_id) for h in search(query))
+                   if c is not None and case.framework in c.frameworks and c.category == first.category]
+            out = [(own[0], 1.0), *out] if own else out
+        return out
+    if (case.root is not None and repeat_root) or (case.looked and not follow):
+        return []  # a root without a card, or files with nothing specific: no card is guessed
+    hits = [(card_by_id(h.card_id), h.score) for h in search(query)]
+    hits = [(c, s) for c, s in hits if c is not None and c.category not in case.ruled_out and _card_fits(c, case.framework)]
+    if not hits:
+        return []
+    best = hits[0][1]
+    hits = [(c, s) for c, s in hits if s >= RELATED_SHARE * best]
+    # among cards that match about as well, the one a finding in the thread's files names comes first
+    named_by_files = {f.card for e in case.looked for f in e.findings if f.card}
+    hits.sort(key=lambda cs: cs[0].id not in named_by_files)
+    return hits[:k]
+
+
+def _card_fits(card: Any, framework: str) -> bool:
+    """A card written for other frameworks only (AReaL keys for a verl run) is left out."""
+    return not framework or not card.frameworks or framework in card.frameworks or "generic" in card.frameworks
+
+
+def _topic(inq: Inquiry) -> str:
+    """The retrieval text: a very short follow-up with no intent of its own carries the thread's last question."""
+    q = inq.question
+    if not inq.history or len(q.split()) > 6:
+        return q
+    last = inq.history[-1]
+    return " ".join(x for x in (q, str(last.get("question") or "")[:400]) if x)
+
+
+def _docs(inq: Inquiry, case: Case, kb: Any) -> tuple[list[Any], list[Any]]:
+    """The team's indexed documents for the question and the root's evidence, and those that outrank every card."""
+    from rlmedic.knowledge.retrieve import leading_documents
+
+    if kb is None or case.nothing or (case.healthy and not case.asks_problem):
+        return [], []
+    try:
+        if not kb.has_documents():
+            return [], []
+        query = inq.question
+        if case.root is not None:
+            line = str(case.root.evidence.get("line_text") or "")
+            query = f"{query}\n{case.root.summary}\n{line}"[:2000]
+        ranked = kb.search(query, 6)
+    except Exception:  # noqa: BLE001 - no index: the answer goes on without documents
+        return [], []
+    docs = [d for d in ranked if d.kind == "doc"][:3]
+    return docs, leading_documents(ranked)
+
+
+#: Words that make a log line an error line (a known issue may lead on it when no root was found).
+ERROR_WORDS = re.compile(r"(?i)error|exception|traceback|fail|fatal|abort|assert|killed|timed? ?out|\bnan\b|\binf\b|"
+                         r"hang|stuck|\boom\b|out of memory|refused|denied|cannot|can't|unable|invalid|not found|"
+                         r"no such|segmentation|core dumped|exited|deprecat|warn")
+#: A matched line this many lines after the root's line belongs to the root's traceback.
+TRACEBACK_LINES = 40
+
+
+def _explains(m: Any, root: Any, texts: Sequence[str] = ()) -> bool:
+    """Whether a certain known-issue match is about the root error (it then leads): there is no root,
+    the record's category is the root's, or the line it matched is the root's own or follows it
+    within its traceback (a crash line, then the exception that names the bug)."""
+    if root is None:
+        # no failure in the evidence (texts end with the question): a record leads only on an error line
+        # or on the user's own words, never on a metric or progress line of a run that may be healthy
+        line = (m.matched or "").strip()
+        return bool(line) and (any(line in t for t in texts[-1:]) or ERROR_WORDS.search(line) is not None)
+    if m.record.category == root.category:
+        return True
+    line = (m.matched or "").strip()[:80]
+    if not line:
+        return False
+    if line in str(root.evidence.get("excerpt") or "") + " " + root.summary:
+        return True
+    if not root.line:
+        return False
+    for text in texts:
+        for n, candidate in enumerate(text.splitlines(), 1):
+            if line in candidate:
+                if 0 <= n - root.line <= TRACEBACK_LINES:
+                    return True
+                break
+    return False
+
+
+def same_stack(m: Any, framework: str) -> bool:
+    """Whether a known issue can be the user's: a record of another RL framework (a verl bug for an AReaL
+    run) never shows; records of shared parts (SGLang, vLLM, Megatron, torch, NCCL, Ray) can."""
+    theirs = set(m.record.frameworks) & RL_FRAMEWORKS
+    return framework not in RL_FRAMEWORKS or not theirs or framework in theirs
+
+
+_same_stack = same_stack  # the name tests and older callers use
+
+
+# ---------------------------------------------------------------------- the model's part
 
 
 def grounded_text(answer: Any) -> str:
     """What the tools established, as plain text: printed after a model's prose.
 
-    The model's text is its own; this block is not: root cause with its evidence lines,
-    the fixes (exact keys, old -> new), the config diff and numbered sources, all from
-    tool results and citations. Empty when the tools established nothing. With a model, the
-    engine composed the full offline answer from the same evidence (``Answer.grounded``):
-    that is shown, known issue and cards included.
+    The model's text is its own; this block is not. With a model, the engine composed the full
+    offline answer from the same evidence (``Answer.grounded``): that is shown. Otherwise the
+    structured fields (root cause, evidence lines, fixes, diff, numbered sources). Empty when the
+    tools established nothing.
     """
     if getattr(answer, "grounded", ""):
         return "\n".join(["", "-" * 24, "What rlmedic established without the model:", answer.grounded.rstrip()])
@@ -162,342 +391,3 @@ def grounded_text(answer: Any) -> str:
     if not lines:
         return ""
     return "\n".join(["", "-" * 24, *lines])
-
-
-# ---------------------------------------------------------------------- composing
-
-
-def compose(question: str, evidence: Sequence[Evidence], kb: Any, *, history: Sequence[dict[str, Any]] = (),
-            texts: Sequence[str] = ()) -> Answer:
-    """The offline answer: structured fields from :func:`ground`, text in the order above.
-
-    ``texts`` are the attached logs' text: a known issue whose error string is in them (or in the
-    question) leads with its cause, fix and the release that fixed it; the versions they and the
-    evidence show decide whether that fix is already in the user's release.
-    """
-    from rlmedic.agent.intents import intents
-
-    evidence = [e for e in evidence if e is not None]
-    rules = intents()
-    asked = rules.asked(question)
-    ruled_out = rules.ruled_out(question)
-    framework = framework_in_play(question, evidence)
-    topic = _topic(question, history)
-    roots = [e.root_finding for e in evidence if e.root_finding is not None]
-    root = roots[0] if roots else None
-    answer = Answer(answer="", engine="offline")
-    # a known issue that explains the root error leads, cited first
-    known = _known_matches(question, texts, evidence, framework, kb)
-    first = [m for m in _leading(known) if _same_stack(m, framework) and _explains(m, root, [*texts, question])][:1]
-    known_lead = _known_text(known, answer) if first else []
-    answer = ground(answer, evidence)
-    answer.fixes = [f for f in answer.fixes if fits(f, framework)]
-    logs = [e for e in evidence if e.subject == "logs"]
-    # what the tools looked at (not the question's own text, not search hits)
-    looked = [e for e in evidence if e.subject in SUBJECTS]
-    healthy = bool(looked) and all(e.healthy for e in looked) and root is None
-    has_log = bool(logs)
-    leads = [i.lead for i in asked]
-    sections: dict[str, list[str]] = {}
-
-    # the user's own documents that outrank every card lead when no attached log decides
-    lead_docs = [] if has_log else _leading_documents(topic, kb)
-    doc_lines = []
-    if lead_docs:
-        from rlmedic.knowledge.retrieve import key_sentences
-
-        for doc in lead_docs:
-            where = doc.source + (f" § {doc.section}" if doc.section else "")
-            doc_lines.append(f"From your documents ({where}) [{answer.cite(doc.citation)}]: {key_sentences(doc, question)}")
-
-    sections["known"] = known_lead
-    if first:  # this exact bug is known: its fixes lead, and an exact match decides the category
-        # after the exact edits to the user's own config (those are certain), before generic advice
-        exact = {str(f) for e in evidence if e.diff for f in e.fixes}
-        mine = [f for f in answer.fixes if str(f) in exact]
-        shown = exact | {str(f) for f in first[0].fixes}
-        answer.fixes = mine + [f for f in first[0].fixes if str(f) not in exact and fits(f, framework)] + \
-            [f for f in answer.fixes if str(f) not in shown]
-        if first[0].how in ("exact", "regex"):
-            answer.category = first[0].record.category
-
-    cause: list[str] = []
-    root_ev = next((e for e in evidence if e.root_finding is root), None) if root is not None else None
-    if root is not None:
-        label = {"config": "config", "gpus": "GPUs", "checkpoints": "checkpoints"}.get(root_ev.subject if root_ev else "", "log")
-        where = f" [{answer.cite(_log_citation(root.file, root.line))}]" if root.file and root.line else ""
-        cause.append(f"From the {label}: {root.summary.rstrip('.')}{where}.")
-        excerpt = str(root.evidence.get("excerpt") or "").strip()
-        if excerpt:
-            cause.append("  Evidence: " + " | ".join(line.strip() for line in excerpt.splitlines()[:3] if line.strip()))
-        cascades = [f for e in evidence for f in e.findings if f.root is not None and f is not root]
-        if cascades:
-            cause.append(f"  {len(cascades)} later error(s) on other ranks or files follow from it "
-                         f"(e.g. {cascades[0].summary.split('. ')[0]} at {cascades[0].file}:{cascades[0].line}).")
-    finished = any(e.verdict == "finished" for e in logs)
-    if healthy and logs:
-        status = [("The run finished cleanly" if finished else "The run looks healthy")
-                  + ": no error and no failure signature in the logs."]
-    elif healthy:
-        status = ["No problem found in what was checked (" + ", ".join(sorted({e.subject for e in looked})) + ")."]
-    else:
-        status = []
-    if logs and root is None and not healthy and not [f for e in logs for f in e.findings if f.severity != "info"]:
-        status = ["No error was found in the logs, but they show no training progress to judge the run by."]
-    if evidence and (healthy or "status" in leads):
-        status.append("What was checked: " + "; ".join(e.checked for e in evidence if e.checked) + ".")
-    warnings = [fact for e in logs for fact in e.facts]
-    if healthy and warnings:
-        status.append("Worth a look (warnings, not failures): " + "; ".join(warnings[:3]))
-    sections["cause"] = cause
-    sections["status"] = status
-
-    gpu_lines: list[str] = []
-    for e in (e for e in evidence if e.subject == "gpus"):
-        serious = [a for a in e.advice if severity_rank(a.severity) <= severity_rank("warning")]
-        for a in serious:
-            ref = f" [{answer.cite(a.citation)}]" if a.citation else ""
-            gpu_lines.append(f"GPU check: {a.summary}{ref}" + (f" Do: {a.fixes[0]}." if a.fixes else ""))
-        if not serious:
-            gpu_lines.append("GPU check: nothing left over and no fault on the GPUs.")
-        gpu_lines += [f"  {fact}" for fact in e.facts[:8]]
-        gpu_lines += [f"  note: {a.summary}" for a in e.advice if a.severity == "info" and a.id != "gpu-in-use"][:3]
-    sections["gpus"] = gpu_lines
-
-    plan_lines: list[str] = []
-    for e in (e for e in evidence if e.subject == "checkpoints"):
-        for f in e.findings:
-            if f is not root and severity_rank(f.severity) <= severity_rank("warning"):
-                plan_lines.append(f"Checkpoints: {f.summary.rstrip('.')}.")
-        plan_lines += [f"  {fact}" for fact in e.facts]
-        if e.plan:
-            plan_lines.append("Recovery plan: " + e.plan[0])
-            plan_lines += [f"  - {step}" for step in e.plan[1:12]]
-    sections["plan"] = plan_lines
-
-    config_lines: list[str] = []
-    for e in (e for e in evidence if e.subject == "config"):
-        for f in e.findings:
-            if f is not root and severity_rank(f.severity) <= severity_rank("warning"):
-                ref = f" [{answer.cite(f.citation)}]" if f.citation else ""
-                where = f"{f.key}: " if f.key else ""
-                config_lines.append(f"Config check ({f.severity}): {where}{f.summary.rstrip('.')}{ref}.")
-        config_lines += [f"  {fact}" for fact in e.facts]
-    sections["config"] = config_lines[:8]
-    # the root cause is told where its subject is told (a damaged save heads the checkpoint facts)
-    home = {"checkpoints": "plan", "gpus": "gpus"}.get(root_ev.subject if root_ev else "", "cause")
-    if home != "cause":
-        sections[home][:0], sections["cause"] = sections["cause"], []
-
-    # cards: retrieval on the question and the topic, for the framework in play, minus what is ruled out
-    query = f"{topic} {root.summary}" if root is not None else topic  # a root without a card still steers the search
-    skip_cards = healthy and not _asks_problem(question, asked)
-    if skip_cards:
-        answer.cards = []  # a warning's card is no cause of a healthy run
-    cards = _cards(query, answer, kb, framework, ruled_out, skip=skip_cards)
-    card_lines: list[str] = []
-    card_fix_texts: set[str] = set()
-    if cards:
-        best, best_score = cards[0]
-        answer.category = answer.category or best.category
-        label = "Likely cause (playbook)" if root is None else "Background (playbook)"
-        card_lines.append(f"{label}: {best.title} [{answer.cite(best.citation)}].")
-        card_lines.append("Why it happens: " + " ".join(c.rstrip(".") + "." for c in best.causes[:2]))
-        shown = {str(f) for f in answer.fixes}
-        extra = [f for f in best.fixes if fits(f, framework) and str(f) not in shown]
-        answer.fixes += extra
-        card_fix_texts = {str(f) for f in extra}
-        for card, score in cards[1:3]:
-            if score >= RELATED_SHARE * best_score:
-                card_lines.append(f"Also check: {card.title} [{answer.cite(card.citation)}].")
-        answer.cards = list(dict.fromkeys(answer.cards + [c.id for c, _ in cards]))
-    elif root is None and not evidence and not lead_docs:
-        card_lines.append("No playbook card matches this question closely, and no log or file was given.")
-    if ruled_out:
-        card_lines.append("Left out as you ruled it out: " + ", ".join(sorted(ruled_out)) + ".")
-
-    fix_lines: list[str] = []
-    if answer.fixes:
-        fix_lines.append("What to change (most effective first):")
-        for i, fix in enumerate(answer.fixes[:MAX_FIXES], 1):
-            text = str(fix)
-            tag = f" [{fix.framework}]" if fix.framework and not framework else ""
-            ref = f" [{answer.cite(fix.citation)}]" if fix.citation else ""
-            if not ref and text in card_fix_texts and cards:
-                ref = f" [{answer.cite(cards[0][0].citation)}]"
-            why = f": {fix.why.rstrip('.')}" if fix.why and fix.key and fix.why not in text else ""
-            fix_lines.append(f"  {i}. {text}{why}{tag}{ref}")
-    if answer.config_diff:
-        fix_lines += ["Corrected config (diff):", answer.config_diff.rstrip()]
-    sections["fixes"] = fix_lines
-
-    # what the question needs and nobody attached
-    have = {e.subject for e in looked}
-    needs = [i.attach for i in asked if i.attach and not (i.needs in have or (i.needs == "any" and have))]
-    sections["needs"] = [f"To answer this exactly, {text}." for text in dict.fromkeys(needs)]
-
-    more: list[str] = []
-    retrieve = kb is not None and root is None and not healthy and kb.has_documents()
-    docs = [d for d in (kb.search(topic, 3, kind="doc") if retrieve else []) if d.id not in {x.id for x in lead_docs}]
-    if docs:
-        more.append("Documentation: " + ", ".join(f"[{answer.cite(d.citation)}]" for d in docs) + ".")
-    if known and not first and not skip_cards:  # demoted (fixed in the user's release) and merely similar records
-        more += _known_text(known, answer)
-        near = known[0]  # the nearest one's cause: what to compare with what you see (cited like the others)
-        more.append(f"  In {near.record.source} [{answer.cite(near.citation)}]: {near.record.cause.strip()}")
-
-    order = ["cause", "status", "gpus", "plan", "config", "fixes"]
-    for lead in reversed(leads):  # what the question asks goes first, after a known issue that explains it
-        order.remove(lead)
-        order.insert(0, lead)
-    order.insert(1 if history and order[0] == "fixes" else 0, "known")
-    if history and "fixes" in leads and sections["fixes"]:
-        # a follow-up about the edit: the edit first, the earlier diagnosis in one line
-        sections["cause"] = sections["cause"][:1]
-        card_lines = [line for line in card_lines if not line.startswith(("Why it happens", "Background"))]
-    answer.details = [line for name in ("known", "status", "gpus", "plan", "config") for line in sections[name]]
-    answer.needs = list(sections["needs"])
-    lines = list(doc_lines)
-    for name in order:
-        lines += sections[name]
-    lines += card_lines + more + sections["needs"]
-    if answer.citations:
-        lines += ["", "Sources:"] + [f"  [{i}] {c}" + (f" <{c.url}>" if c.url else "")
-                                     for i, c in enumerate(answer.citations, 1)]
-    if healthy and not answer.category:
-        answer.category = ""
-    answer.summary = (f"Known issue {first[0].record.source}: {first[0].record.title}" if first else
-                      answer.root_cause or ((status[0] if status else "") if healthy else "")
-                      or (cards[0][0].title if cards else ""))
-    answer.answer = "\n".join(lines)
-    return answer
-
-
-def _asks_problem(question: str, asked: Sequence[Any]) -> bool:
-    """A question that describes a problem of its own (not only "did it finish?")."""
-    return any(i.lead != "status" for i in asked) or not asked
-
-
-def _topic(question: str, history: Sequence[dict[str, Any]]) -> str:
-    """The retrieval text: a short follow-up carries the thread's earlier question and conclusion."""
-    if not history or len(question.split()) > 25:
-        return question
-    last = history[-1]
-    return " ".join(x for x in (question, str(last.get("question") or "")[:400], str(last.get("summary") or "")) if x)
-
-
-def _cards(topic: str, answer: Answer, kb: Any, framework: str, ruled_out: set[str],
-           *, skip: bool = False, k: int = 3) -> list[tuple[Any, float]]:
-    """The root finding's card when the evidence named one, else a search; filtered by framework and rule-outs."""
-    from rlmedic.knowledge.cards import card_by_id
-
-    if skip:
-        return []
-    out: list[tuple[Any, float]] = []
-    for card_id in answer.cards[:1]:
-        card = card_by_id(card_id)
-        if card and card.category not in ruled_out and _card_fits(card, framework):
-            out.append((card, 1.0))
-    search = (lambda: kb.search(topic, k + 4, kind="card")) if kb is not None else (lambda: [])
-    if out:
-        named = out[0][0]
-        if framework and framework not in named.frameworks:
-            hits = search()
-            # a generic root card: the same problem's card for the framework in play leads (its keys), the generic follows
-            own = [c for c in (card_by_id(h.card_id) for h in hits)
-                   if c is not None and framework in c.frameworks and c.category == named.category]
-            out = [(own[0], 1.0), *out] if own else out
-        return out
-    for hit in search():
-        card = card_by_id(hit.card_id)
-        if card is None or card.category in ruled_out:
-            continue
-        if not _card_fits(card, framework):
-            continue
-        out.append((card, hit.score))
-    return out[:k]
-
-
-def _card_fits(card: Any, framework: str) -> bool:
-    """A card written for other frameworks only (AReaL keys for a verl run) is left for a search instead."""
-    return not framework or not card.frameworks or framework in card.frameworks or "generic" in card.frameworks
-
-
-def _leading_documents(question: str, kb: Any) -> list[Any]:
-    """The user's indexed documents ranked above every card for this question (one scale)."""
-    from rlmedic.knowledge.retrieve import leading_documents
-
-    if kb is None or not kb.has_documents():
-        return []
-    return leading_documents(kb.search(question, 6))
-
-
-def _known_matches(question: str, texts: Sequence[str], evidence: Sequence[Evidence], framework: str,
-                   kb: Any) -> list[Any]:
-    """Known-issue records (and synced threads, as records) matching the logs and the question, best first;
-    versions read from the texts plus those the evidence carries."""
-    from rlmedic.knowledge.known import match
-    from rlmedic.versions import read_versions
-
-    carried = {p: v for e in evidence for p, v in e.versions.items()}
-    versions = {**carried, **read_versions(question, *texts)} if carried else None  # None: the matcher reads them
-    return match(list(texts), question=question, versions=versions, kb=kb, k=3)
-
-
-#: Words that make a log line an error line (a known issue may lead on it when no root was found).
-ERROR_WORDS = re.compile(r"(?i)error|exception|traceback|fail|fatal|abort|assert|killed|timed? ?out|\bnan\b|\binf\b|"
-                         r"hang|stuck|\boom\b|out of memory|refused|denied|cannot|can't|unable|invalid|not found|"
-                         r"no such|segmentation|core dumped|exited|deprecat|warn")
-#: A matched line this many lines after the root's line belongs to the root's traceback.
-TRACEBACK_LINES = 40
-
-
-def _explains(m: Any, root: Any, texts: Sequence[str] = ()) -> bool:
-    """Whether a certain known-issue match is about the root error (it then leads): there is no root,
-    the record's category is the root's, or the line it matched is the root's own or follows it
-    within its traceback (a crash line, then the exception that names the bug)."""
-    if root is None:
-        # no failure in the evidence (texts end with the question): a record leads only on an error line
-        # or on the user's own words,
-        # never on a metric or progress line of a run that may be healthy
-        line = (m.matched or "").strip()
-        return bool(line) and (any(line in t for t in texts[-1:]) or ERROR_WORDS.search(line) is not None)
-    if m.record.category == root.category:
-        return True
-    line = (m.matched or "").strip()[:80]
-    if not line:
-        return False
-    if line in str(root.evidence.get("excerpt") or "") + " " + root.summary:
-        return True
-    if not root.line:
-        return False
-    for text in texts:
-        for n, candidate in enumerate(text.splitlines(), 1):
-            if line in candidate:
-                if 0 <= n - root.line <= TRACEBACK_LINES:
-                    return True
-                break
-    return False
-
-
-#: The RL frameworks: a bug in one of them is not the user's when they run another.
-RL_FRAMEWORKS = frozenset({"areal", "slime", "verl"})
-
-
-def _same_stack(m: Any, framework: str) -> bool:
-    """Whether a known issue can be the user's: a record of another RL framework (a verl bug for an AReaL
-    run) never leads; records of shared parts (SGLang, vLLM, Megatron, torch, NCCL, Ray) always can."""
-    theirs = set(m.record.frameworks) & RL_FRAMEWORKS
-    return framework not in RL_FRAMEWORKS or not theirs or framework in theirs
-
-
-def _leading(matches: Sequence[Any]) -> list[Any]:
-    from rlmedic.knowledge.known import leading
-
-    return leading(matches)
-
-
-def _known_text(matches: Sequence[Any], answer: Answer) -> list[str]:
-    from rlmedic.knowledge.known import known_lines
-
-    return known_lines(matches, answer.cite)

@@ -45,7 +45,7 @@ def _server_error(exc: BaseException) -> str | None:
     return None
 
 
-def answer_events(question: str, *, attachments: Sequence[Path] = (), ctx: Any = None, offline: bool = False,
+def answer_events(question: Any, *, attachments: Sequence[Path] = (), ctx: Any = None, offline: bool = False,
                   config: LLMConfig | None = None, thread_id: str | None = None, budgets: Budgets = Budgets(),
                   kb: Any = None, registry: Any = None, transcript: list[dict[str, Any]] | None = None,
                   earlier: Sequence[Any] = (), history: Sequence[dict[str, Any]] = (),
@@ -56,12 +56,17 @@ def answer_events(question: str, *, attachments: Sequence[Path] = (), ctx: Any =
     question gathers is appended to ``gathered``. ``transcript``, when given, receives the
     LLM conversation's messages (for ``eval --record``).
     """
+    from rlmedic.agent.inquiry import Inquiry
     from rlmedic.agent.offline import run_offline
+
+    inquiry = question if isinstance(question, Inquiry) else Inquiry.of(
+        question, attachments=attachments, context=ctx, knowledge=kb, earlier=earlier, history=history)
+    question = inquiry.question
 
     def offline_answer(notice: str | None, results: list[Any] | None = None) -> Iterator[Event]:
         call = agent.call if agent is not None else (registry.call if registry is not None else None)
-        yield from run_offline(question, attachments=attachments, ctx=ctx, kb=kb, notices=[notice] if notice else [],
-                               results=results, call=call, earlier=earlier, history=history, gathered=gathered)
+        yield from run_offline(inquiry, notices=[notice] if notice else [], results=results, call=call,
+                               gathered=gathered)
 
     agent: Agent | None = None
     if offline:

@@ -101,6 +101,9 @@ class Answer:
     grounded: str = ""
     #: commits in a framework's synced history that likely fixed the failure (agent/upstream.py), best first
     upstream_fixes: list[dict[str, Any]] = field(default_factory=list)
+    #: the rest of the answer behind the short one (further fixes, background, related issues, more sources):
+    #: ``--verbose`` in the terminal, a collapsible block on the web page, a second message in Slack
+    more: str = ""
 
     def cite(self, citation: Citation) -> int:
         """Add ``citation`` once; its 1-based number for ``[n]`` references."""
@@ -126,6 +129,7 @@ class Answer:
             "needs": self.needs,
             "grounded": self.grounded,
             "upstream_fixes": self.upstream_fixes,
+            "more": self.more,
         }
 
 

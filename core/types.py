@@ -308,6 +308,11 @@ class Evidence(BaseModel):
     checked: str = ""
     healthy: bool = False
     verdict: str = ""  # the tool's own word on the run when it has one: failed, finished, healthy, no-errors, ...
+    #: the attached config's values in effect (its own scalars, then the defaults of the keys the playbook's
+    #: fixes name): a fix whose value is already in effect, or past it, does not apply
+    settings: dict[str, Any] = Field(default_factory=dict)
+    #: metric series seen in the logs, by concept (reward, response_length, ...): key, first/last/max and steps
+    metrics: dict[str, dict[str, Any]] = Field(default_factory=dict)
     at: float = 0.0  # when it was established (time.time()): a file changed since means look again
 
     @property

@@ -74,7 +74,10 @@ def test_the_offline_plan_picks_a_tool_per_kind_of_attachment(tmp_path: Path) ->
         # the one config is the one the run resumes with: the recovery plan lists what differs
         ("list_checkpoints", {"root": str(tmp_path / "ckpts"), "config": str(tmp_path / "config.yaml")}),
     ]
-    events = list(run_offline("why did it die?", attachments=paths, ctx=ToolContext.for_roots([str(p) for p in paths])))
+    from rlmedic.agent.inquiry import Inquiry
+
+    inquiry = Inquiry.of("why did it die?", attachments=paths, context=ToolContext.for_roots([str(p) for p in paths]))
+    events = list(run_offline(inquiry))
     done = [e for e in events if isinstance(e, ToolFinished)]
     assert [e.name for e in done] == [c[0] for c in calls] and all(e.ok for e in done), [e.error for e in done]
     answer = final_answer(iter(events))

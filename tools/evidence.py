@@ -58,7 +58,23 @@ def diagnosis_evidence(d: Any) -> Evidence:
         checked=checked, healthy=healthy, verdict=str(health.get("verdict") or ""),
         versions={str(k): str(v) for k, v in (stats.get("versions") or {}).items()},
         upstream_fixes=_upstream(stats.get("upstream_fixes")),
+        metrics=_metric_summary(stats.get("metrics")),
     )
+
+
+def _metric_summary(metrics: Any) -> dict[str, dict[str, Any]]:
+    """The logs' metric series by concept: the longest series of each (its key and numbers)."""
+    out: dict[str, dict[str, Any]] = {}
+    if not isinstance(metrics, dict):
+        return out
+    for concept, series in metrics.items():
+        if not isinstance(series, dict):
+            continue
+        best = max(((k, v) for k, v in series.items() if isinstance(v, dict)),
+                   key=lambda kv: kv[1].get("points") or 0, default=None)
+        if best is not None:
+            out[str(concept)] = {"key": best[0], **best[1]}
+    return out
 
 
 def _upstream(items: Any) -> list[UpstreamFix]:
@@ -179,6 +195,7 @@ def fix_evidence(result: Any) -> Evidence:
                if severity_rank(p.severity) <= severity_rank("warning")][:4],
         checked=f"the config {result.path} ({result.framework})",
         healthy=not result.changes and not _serious(list(result.problems)),
+        settings=dict(getattr(result, "settings", None) or {}),
     )
 
 

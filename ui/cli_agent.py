@@ -42,6 +42,7 @@ def ask(
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
     env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP),
     source: Optional[Path] = typer.Option(None, "--source", metavar="PATH", help=SOURCE_HELP),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print the rest of the answer: further fixes, background, related issues."),
 ) -> None:
     """Ask a troubleshooting question; attached files are investigated with rlmedic's tools."""
     from rlmedic.ui.cli_code import env_versions
@@ -89,6 +90,8 @@ def ask(
                         typer.echo(grounded)
                 else:  # the offline answer streamed whole: it already holds every grounded part
                     typer.echo("")
+                if not json_out:
+                    _more(event.answer.more, verbose)
             elif json_out:
                 continue
             elif isinstance(event, Notice):
@@ -105,6 +108,17 @@ def ask(
                 typer.echo(f"rlmedic: failed: {event.error}", err=True)
     finally:
         session.close()
+
+
+def _more(more: str, verbose: bool) -> None:
+    """The verbose part of the answer, or one line saying it is there."""
+    if not more.strip():
+        return
+    if verbose:
+        typer.echo("\n" + more.rstrip())
+    else:
+        n = len([line for line in more.splitlines() if line.strip()])
+        typer.echo(f"({n} more line(s): further fixes, background and sources with --verbose)", err=True)
 
 
 def _args(args: dict) -> str:

@@ -67,6 +67,8 @@ class FixResult:
     #: changes lint proposed that were already in effect when their turn came (an earlier change
     #: made them true): not applied, not listed as changes
     settled: list[Fix] = field(default_factory=list)
+    #: the input's values in effect (:func:`rlmedic.tools.config.keys.settings_in_effect`), redacted
+    settings: dict[str, Any] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
@@ -592,8 +594,14 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
     return FixResult(
         path=config.path, framework=framework, problems=problems, changes=applied, alternatives=alternatives,
         actions=actions, remaining=remaining, text=work.dump(), diff=redact(work.diff()), phases=ctx.phases,
-        settled=satisfied,
+        settled=satisfied, settings=_settings(framework, config),
     )
+
+
+def _settings(framework: str, config: Any) -> dict[str, Any]:
+    from rlmedic.tools.config.keys import settings_in_effect
+
+    return {k: redact_value(v) if isinstance(v, str) else v for k, v in settings_in_effect(framework, config).items()}
 
 
 def in_effect(framework: str, config: Any, change: Fix) -> Fix:

@@ -76,6 +76,7 @@ _METRIC_IDS = {
     "zero_reward": ("zero-reward-streak", "symptom"),
     "reward_collapse": ("reward-collapse", "symptom"),
     "no_eos": ("generation-never-stops", "symptom"),
+    "length_cap": ("response-length-cap", "symptom"),
 }
 #: A per-rank log file's name: ``rank3.log``, ``worker_rank-12.err``, ``node1_rank_3.txt``.
 _FILE_RANK = re.compile(r"(?i)rank[_-]?(\d+)")

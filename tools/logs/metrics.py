@@ -371,10 +371,16 @@ class MetricCollector:
         out: dict[str, Any] = {}
         for s in self.series.values():
             if s.points:
+                finite = [p for p in s.points if math.isfinite(p.value)]
+                top = max(finite, key=lambda p: p.value, default=None)
                 out.setdefault(s.kind, {})[s.key] = {
                     "points": len(s.points) + s.dropped,
                     "last_step": s.points[-1].step,
                     "last": s.points[-1].value if math.isfinite(s.points[-1].value) else str(s.points[-1].value),
+                    "first_step": finite[0].step if finite else s.points[0].step,
+                    "first": finite[0].value if finite else None,
+                    "max": top.value if top else None,
+                    "max_step": top.step if top else None,
                 }
         return out
 
@@ -403,6 +409,11 @@ class MetricCollector:
                     ev = self._spike(s, rules["spike"])
                     if ev:
                         events.append(ev)
+        if rules.get("length_cap"):
+            for s in self.primary("response_length"):
+                ev = self._length_cap(s, rules["length_cap"])
+                if ev:
+                    events.append(ev)
         if rules.get("no_eos"):
             for s in self.primary("no_eos"):
                 ev = self._no_eos(s, rules["no_eos"])
@@ -540,6 +551,34 @@ class MetricCollector:
                         numbers={"step": p.step, "value": p.value, "median_before": round(base, 6)},
                     )
             magnitudes.append(abs(p.value))
+        return None
+
+    @staticmethod
+    def _length_cap(s: Series, rule: dict[str, Any]) -> MetricEvent | None:
+        """The response length rose to a ceiling and stayed there: the generation limit is cutting responses."""
+        values = [p for p in s.points if math.isfinite(p.value)]
+        need = int(rule.get("min_steps", 3))
+        if len(values) < need + 1:
+            return None
+        top = max(p.value for p in values)
+        start = values[0].value
+        if top <= 0 or start <= 0 or top < float(rule.get("rise", 1.5)) * start:
+            return None
+        floor = float(rule.get("plateau", 0.97)) * top
+        run = 0
+        for i, p in enumerate(values):
+            run = run + 1 if p.value >= floor else 0
+            if run >= need:
+                first = i - run + 1
+                q = values[first]
+                index = s.points.index(q)
+                return MetricCollector._event(
+                    "length_cap", s, index, rule, kind="response_length", severity="warning",
+                    category="reward_collapse", card=rule.get("card", "response-length-cap"),
+                    summary=(f"{s.key} rose from {start:g} to {q.value:g} at step {q.step} and stayed at its "
+                             f"ceiling (max {top:g}): responses are running into the generation length limit"),
+                    numbers={"step": q.step, "value": q.value, "first": start, "max": top},
+                )
         return None
 
     @staticmethod
