@@ -634,6 +634,12 @@ def _frame_package(path: str) -> str:
 
 #: What each kind of tie to the failure is worth, and how much a fix-like subject and word overlap add.
 WEIGHTS = {"function": 1.0, "file": 0.45, "named": 0.35, "module": 0.3, "message": 0.0}
+#: A commit touching more files than this is a sweeping change (a lint pass, a rename): its frame tie counts
+#: this much. A commit in the first release after the user's gains NEXT_RELEASE_BONUS: a bug the user has
+#: existed in their release, so the first fix after it that touches the failing code is the likeliest.
+SWEEPING_FILES = 30
+SWEEPING_FACTOR = 0.5
+NEXT_RELEASE_BONUS = 0.1
 #: A commit already in the user's release leads only this far ahead of the best newer one: the user still
 #: fails with it, so a later commit on the same code is the likelier fix.
 IN_YOURS_MARGIN = 0.3
@@ -784,12 +790,14 @@ def match(history: History, query: FailureQuery, *, versions: dict[str, str] | N
     total_idf = sum(idf.values()) or 1.0
     out: list[UpstreamFix] = []
     judged: dict[tuple[str, str], str] = {}
+    next_release = _next_releases(history, indexed, versions)
     ids = list(scores)
     for chunk in range(0, len(ids), 500):
         part = ids[chunk:chunk + 500]
-        rows = history.db.execute(f"SELECT id, repo, sha, date, subject, body, pr, release, symbols FROM commits "
+        rows = history.db.execute(f"SELECT id, repo, sha, date, subject, body, pr, release, symbols, "
+                                  f"length(files) - length(replace(files, char(10), '')) + 1 FROM commits "
                                   f"WHERE id IN ({','.join('?' * len(part))})", part).fetchall()
-        for cid, repo, sha, date, subject, body, pr, release, symbols in rows:
+        for cid, repo, sha, date, subject, body, pr, release, symbols, nfiles in rows:
             entry = scores[cid]
             text_words = _tokens(f"{subject} {body[:1500]} {symbols or ''}")
             shared = [w for w in words if w in text_words]
@@ -797,7 +805,11 @@ def match(history: History, query: FailureQuery, *, versions: dict[str, str] | N
             fixlike = bool(FIX_WORDS.search(subject))
             if entry["frame"] == 0.0 and (overlap < 0.25 or not fixlike):
                 continue  # a word match alone must be a fix that says much of what the error says
-            score = entry["frame"] + (FIX_BONUS if fixlike else 0.0) + WORD_WEIGHT * overlap
+            frame = entry["frame"] * (SWEEPING_FACTOR if (nfiles or 0) > SWEEPING_FILES else 1.0)
+            package = indexed.get(repo, "")
+            first_after = next_release.get(repo, {}).get(versions.get(package, ""), None)
+            soon = NEXT_RELEASE_BONUS if first_after is not None and (release or "") == first_after else 0.0
+            score = frame + (FIX_BONUS if fixlike else 0.0) + WORD_WEIGHT * overlap + soon
             matched = entry["matched"] or "message"
             if shared:
                 matched += f"; words: {', '.join(shared[:6])}"
@@ -805,7 +817,6 @@ def match(history: History, query: FailureQuery, *, versions: dict[str, str] | N
                      (entry["matched"].startswith(("named", "module")) and fixlike and overlap >= 0.25) or \
                      (entry["matched"].startswith("file") and fixlike and overlap >= 0.3) or \
                      (fixlike and overlap >= 0.6)
-            package = indexed.get(repo, "")
             yours = versions.get(package, "")
             key = (release or "", yours)
             if key not in judged:
@@ -819,6 +830,20 @@ def match(history: History, query: FailureQuery, *, versions: dict[str, str] | N
     if already and (not newer or already[0].score >= newer[0].score + IN_YOURS_MARGIN):
         return already + newer  # the best tie is already in the user's release: the answer says so first
     return newer + already
+
+
+def _next_releases(history: History, indexed: dict[str, str], versions: dict[str, str]) -> dict[str, dict[str, str]]:
+    """{repo: {user's version: the first release tag after it}} for the repos whose package has a version."""
+    out: dict[str, dict[str, str]] = {}
+    for repo, package in indexed.items():
+        yours = versions.get(package, "")
+        if not yours or parse(yours) is None:
+            continue
+        state = history.repo_state(repo)
+        later = [t for t in _version_order((state or ("", {}))[1]) if (compare(t, yours) or 0) > 0]
+        if later:
+            out[repo] = {yours: later[0]}
+    return out
 
 
 def status_for(release: str, yours: str) -> str:
