@@ -204,3 +204,12 @@ def test_quote_code_is_confined_and_bounded(tmp_path: Path) -> None:
     (tmp_path / "elsewhere").mkdir()
     with pytest.raises(UserError):
         quote_frames(frames, src, outside.confinement)
+
+
+def test_eval_env_refuses_a_file_that_is_no_listing(tmp_path: Path) -> None:
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("")
+    bad = tmp_path / "notes.txt"
+    bad.write_text("just some notes\n")
+    result = runner.invoke(app, ["eval", str(cases), "--offline", "--env", str(bad)])
+    assert result.exit_code == 2 and "not a pip freeze" in result.output

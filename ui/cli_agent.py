@@ -165,8 +165,13 @@ def eval_cases(
     record: Optional[Path] = typer.Option(None, "--record", help="Save each case's transcript (events) in this folder."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
+    env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP + " Attached to every case "
+                                            "(a case's own listing in its attachments/ is read the same way)."),
 ) -> None:
     """Score the agent on cases: category right, must-mention share, citation, tool calls, seconds."""
+    from rlmedic.ui.cli_code import env_versions
+
+    env_versions(env_file)  # a file that is no listing stops here, with one line
     use_known_issues(known_issues)
     from rlmedic.agent.evaluate import evaluate, load_cases
     from rlmedic.agent.llm import LLMConfig
@@ -176,7 +181,11 @@ def eval_cases(
     config = None if offline else LLMConfig.resolve(base_url=base_url, model=model)
     from rlmedic.ui.cli_knowledge import existing_index_dir
 
-    report = evaluate(load_cases(cases, split or ""), offline=offline, config=config, kb=KnowledgeBase(existing_index_dir(index_dir)),
+    loaded = load_cases(cases, split or "")
+    if env_file is not None:
+        for case in loaded:
+            case.attachments = [*case.attachments, env_file.expanduser().resolve()]
+    report = evaluate(loaded, offline=offline, config=config, kb=KnowledgeBase(existing_index_dir(index_dir)),
                       record=record)
     if json_out:
         print_json(report.to_dict())
