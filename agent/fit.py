@@ -26,7 +26,7 @@ _DISABLE = re.compile(r"(?i)^\s*(?:turn off|disable|switch off)\b")
 
 #: verl's Hydra config roots; AReaL's dotted keys; slime's flags (see rlmedic.agent.compose).
 _VERL_ROOTS = ("actor_rollout_ref.", "critic.", "trainer.", "reward_model.", "custom_reward_function.",
-               "algorithm.", "data.")
+               "algorithm.", "data.", "ray_init.", "ray_kwargs.")
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class Candidate:
     fix: Fix
     source: int
     on_root: bool = False
+    #: judge its key against the framework's config reference (not a known issue's: those name the keys of
+    #: the release they are about)
+    schema: bool = True
 
 
 #: Sources, best first: edits the config tool applied (in the diff), the root's own fixes, the leading known
@@ -87,8 +90,9 @@ def _truthy(value: Any) -> bool | None:
     return None
 
 
-def contradiction(fix: Fix, framework: str, settings: dict[str, Any]) -> str:
-    """Why the evidence rules ``fix`` out ("" when it may apply)."""
+def contradiction(fix: Fix, framework: str, settings: dict[str, Any], *, schema: bool = True) -> str:
+    """Why the evidence rules ``fix`` out ("" when it may apply); ``schema``: judge its key against the
+    framework's config reference too."""
     from rlmedic.tools.config.keys import known_key
 
     if framework and fix.framework and fix.framework not in (framework, "generic"):
@@ -96,11 +100,16 @@ def contradiction(fix: Fix, framework: str, settings: dict[str, Any]) -> str:
     key = fix.key.strip()
     if not key:
         return ""
-    shape = key_framework(key)
-    if framework and shape and not fix.framework and shape != framework:
+    shape = key_framework(key) if not fix.framework or fix.framework == "generic" else ""
+    if framework and shape and shape != framework:
         return f"{key} is a {shape} setting, the run is {framework}"
-    if framework in ("areal", "slime") and known_key(framework, key) is False:
+    if key in settings or not schema:
+        pass  # the config in hand has it (a legacy config keeps its legacy names)
+    elif framework in ("areal", "slime") and known_key(framework, key) is False:
         return f"{key} is not a setting of {framework}'s config"
+    elif not framework and (fix.framework or shape) in ("areal", "slime") and \
+            known_key(fix.framework or shape, key) is False:
+        return f"{key} is not a setting of {fix.framework or shape}'s config"
     if key not in settings:
         return ""
     now = settings[key]
@@ -157,7 +166,7 @@ def rank(candidates: Iterable[Candidate], framework: str, settings: dict[str, An
     keys: set[str] = set()
     texts: set[str] = set()
     for n, c in enumerate(candidates):
-        why = contradiction(c.fix, framework, settings)
+        why = contradiction(c.fix, framework, settings, schema=c.schema)
         if why:
             dropped.append((c.fix, why))
             continue
@@ -181,5 +190,6 @@ def candidates(groups: Sequence[tuple[int, Iterable[Fix]]], root_keys: set[str] 
     out: list[Candidate] = []
     for source, fixes in groups:
         for fix in fixes:
-            out.append(Candidate(fix=fix, source=source, on_root=bool(fix.key and fix.key in root_keys)))
+            out.append(Candidate(fix=fix, source=source, on_root=bool(fix.key and fix.key in root_keys),
+                                 schema=source not in (LEADING, KNOWN)))
     return out

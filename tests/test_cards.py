@@ -56,6 +56,8 @@ NOT_FROM_SEEDS = {
     # classes of failures found in real logs from issue threads (the traceback table's cards)
     "install-version-mismatch", "config-validation-error", "reward-function-errors", "cluster-resources-placement",
     "inference-engine-launch-failure", "weight-name-mismatch",
+    # metric pathologies read from training curves (the frameworks' metric names and config references)
+    "response-length-cap",
 }
 
 GOOD_CARD = """\
