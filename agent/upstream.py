@@ -60,35 +60,62 @@ def judged(evidence: Sequence[Evidence]) -> list[UpstreamFix]:
     return out
 
 
-def upstream_lines(evidence: Sequence[Evidence], cite: Callable[[Citation], int]) -> list[str]:
-    """Answer lines for the upstream fixes in ``evidence`` (none when there are none). ``cite`` numbers a
-    citation (``Answer.cite``)."""
+#: One answer line: its text with ``{cite}`` where its source's number goes, and that source.
+Entry = tuple[str, Citation | None]
+
+
+def entries(evidence: Sequence[Evidence]) -> tuple[list[Entry], list[Entry]]:
+    """(lead lines, further lines) for the upstream fixes in ``evidence``; both empty when there are none.
+
+    The lead is the best strong match after the user's release (or of unknown standing) with what matched
+    and what to do, or a strong match already in their release ("look elsewhere"); further lines name up
+    to two more matches."""
     fixes = judged(evidence)
     if not fixes:
-        return []
-    lines: list[str] = []
+        return [], []
+    lead_lines: list[Entry] = []
     best = fixes[0]
     newer = [f for f in fixes if f.status != "in_yours"]
     if best.status == "in_yours" and best.strong:
-        lines.append(f"Already fixed in your {best.package} {best.yours}: {best.ref} '{best.subject}' ({when(best)}) "
-                     f"[{cite(best.citation)}] changed the code that failed, and your release has it: the cause is "
-                     f"likely elsewhere (your config, data, or another package).")
+        lead_lines.append((f"Already fixed in your {best.package} {best.yours}: {best.ref} '{best.subject}' ({when(best)}) "
+                           f"{{cite}} changed the code that failed, and your release has it: the cause is likely "
+                           f"elsewhere (your config, data, or another package).", best.citation))
         newer = [f for f in newer if f.strong][:ALSO_MAX]
-    lead = next((f for f in newer if f.strong), None) if not lines else None
+    lead = next((f for f in newer if f.strong), None) if not lead_lines else None
     if lead is not None:
-        lines.append(f"{headline(lead)}: {lead.ref} '{lead.subject}' ({when(lead)}) [{cite(lead.citation)}].")
-        lines.append(f"  Matched: {lead.matched}.")
+        lead_lines.append((f"{headline(lead)}: {lead.ref} '{lead.subject}' ({when(lead)}) {{cite}}.", lead.citation))
+        lead_lines.append((f"  Matched: {lead.matched}.", None))
         if lead.status == "after_yours":
-            lines.append(f"  Do: {what_to_do(lead)}.")
+            lead_lines.append((f"  Do: {what_to_do(lead)}.", None))
         else:
             rel = lead.release.lstrip("vV") if lead.release else "a build after " + lead.commit[:10]
-            lines.append(f"  Do: if your {lead.package or 'copy'} is older than {rel}, {what_to_do(lead)}; "
-                         f"attach `pip freeze` or `rlmedic env --python PY --json` to know.")
-    rest = [f for f in newer if f is not lead and (f.strong or f.score >= RELATED_MIN)][:ALSO_MAX]
-    for f in rest:
+            lead_lines.append((f"  Do: if your {lead.package or 'copy'} is older than {rel}, {what_to_do(lead)}; "
+                               f"attach `pip freeze` or `rlmedic env --python PY --json` to know.", None))
+    further: list[Entry] = []
+    for f in [f for f in newer if f is not lead and (f.strong or f.score >= RELATED_MIN)][:ALSO_MAX]:
         word = "Also changed the failing code" if f.strong else "Possibly related upstream change"
-        lines.append(f"{word}: {f.ref} '{f.subject}' ({when(f)}) [{cite(f.citation)}].")
-    return lines
+        further.append((f"{word}: {f.ref} '{f.subject}' ({when(f)}) {{cite}}.", f.citation))
+    return lead_lines, further
+
+
+def upstream_lines(evidence: Sequence[Evidence], cite: Callable[[Citation], int]) -> list[str]:
+    """Answer lines for the upstream fixes in ``evidence`` (none when there are none), sources numbered by
+    ``cite`` (``Answer.cite``): the lead lines, then the further ones."""
+    lead, further = entries(evidence)
+    return [text.replace("{cite}", f"[{cite(c)}]") if c is not None else text for text, c in lead + further]
+
+
+def section(evidence: Sequence[Evidence]) -> Any:
+    """The upstream fixes as an answer :class:`~rlmedic.agent.sections.Section` named ``upstream``: the lead
+    lines in the short answer, further matches in the verbose part."""
+    from rlmedic.agent.sections import Line, Section
+
+    lead, further = entries(evidence)
+
+    def line(entry: Entry) -> Any:
+        return Line(entry[0], (entry[1],) if entry[1] is not None else ())
+
+    return Section("upstream", tuple(line(e) for e in lead), tuple(line(e) for e in further))
 
 
 def upstream_dicts(evidence: Sequence[Evidence]) -> list[dict[str, Any]]:

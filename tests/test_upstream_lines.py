@@ -57,3 +57,13 @@ def test_nothing_strong_leads_nothing_and_duplicates_merge() -> None:
     answer = Answer(answer="")
     apply_upstream(answer, [logs(fix(7001, score=1.0)), logs(fix(7001, score=1.4))])
     assert [f["pr"] for f in answer.upstream_fixes] == [7001] and answer.upstream_fixes[0]["score"] == 1.4
+
+
+def test_section_puts_the_lead_in_the_short_answer_and_the_rest_in_more() -> None:
+    from rlmedic.agent.upstream import section
+
+    s = section([logs(fix(7001), fix(7004, score=0.7, strong=False)), Evidence(subject="env", versions={"verl": "0.7.0"})])
+    assert s.name == "upstream" and s.lines[0].text.startswith("Fixed upstream after your verl 0.7.0: verl-project/verl#7001")
+    assert "{cite}" in s.lines[0].text and s.lines[0].cites[0].url.endswith("/pull/7001")
+    assert len(s.lines) == 3 and s.more[0].text.startswith("Possibly related upstream change: verl-project/verl#7004")
+    assert not section([logs()])
