@@ -165,7 +165,7 @@ for job in jobs:
                      settings=wandb.Settings(mode="offline", console="off", x_disable_stats=True,
                                              x_disable_machine_info=True, disable_git=True, disable_code=True))
     for step, data in job["rows"]:
-        run.log({k: (float("nan") if v is None else v) for k, v in data.items()}, step=step)
+        run.log({**{k: (float("nan") if v is None else v) for k, v in data.items()}, **job.get("extra", {})}, step=step)
     if job["crash"]:
         sys.stdout.flush()
         os._exit(0)  # the process dies: no finish(), no exit record
@@ -185,7 +185,7 @@ def write_wandb(jobs: list[dict[str, Any]], workdir: Path) -> list[Path]:
         d = Path(job["dir"])
         d.mkdir(parents=True, exist_ok=True)
         spec.append({"dir": str(d), "name": job["name"], "config": job.get("config", {}), "crash": job.get("crash", False),
-                     "exit_code": job.get("exit_code", 0),
+                     "exit_code": job.get("exit_code", 0), "extra": job.get("extra", {}),
                      "rows": [(s, {k: (v if math.isfinite(v) else None) for k, v in data.items()})
                               for s, data in rows(job["series"])]})
     jobs_file = workdir / "jobs.json"

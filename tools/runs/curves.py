@@ -27,12 +27,16 @@ class Curve:
     total: int
     peaks: Any = None
     first_nonfinite: tuple[int, float] | None = None
+    #: the last step logged (a bucketed curve's last point carries its bucket's first step)
+    end: int | None = None
 
     def __len__(self) -> int:
         return len(self.values)
 
     @property
     def last_step(self) -> int:
+        if self.end is not None:
+            return self.end
         return int(self.steps[-1]) if len(self.steps) else 0
 
 
@@ -92,7 +96,7 @@ def make_curve(key: str, steps: Any, values: Any) -> Curve:
         means = np.append(means, v[full:].mean())
         peaks = np.append(peaks, np.abs(v[full:]).max())
         bsteps = np.append(bsteps, s[full])
-    return Curve(key, bsteps.astype(np.int64), means, n, peaks, first_bad)
+    return Curve(key, bsteps.astype(np.int64), means, n, peaks, first_bad, int(s[-1]))
 
 
 def median_interval(walls: Any) -> float | None:

@@ -66,37 +66,71 @@ def _flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def read_dump(path: Path, step_keys: tuple[str, ...], confinement: Any = None) -> Run:
+    """A dump as a :class:`Run`. Rows with the same keys are turned into columns at once (``zip``), so
+    the cost is about ``json.loads`` of each line; numbers become float arrays, anything else is skipped."""
+    import numpy as np
+
     data = read_file_bytes(path, confinement)
     text = data.decode("utf-8", "replace")
-    series: dict[str, tuple[list[int], list[float]]] = {}
-    walls: list[float] = []
-    rows = _csv_rows(text) if path.name.lower().endswith(".csv") else _jsonl_rows(text)
-    for n, row in enumerate(rows, 1):
-        step = n
+    is_csv = path.name.lower().endswith(".csv")
+    groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
+    order: dict[tuple[str, ...], list[int]] = {}
+    for n, row in enumerate(_csv_rows(text) if is_csv else _jsonl_rows(text), 1):
+        keys = tuple(row)
+        rows = groups.get(keys)
+        if rows is None:
+            rows = groups[keys] = []
+            order[keys] = []
+        rows.append(tuple(row.values()))
+        order[keys].append(n)
+    pieces: dict[str, tuple[list[Any], list[Any]]] = {}
+    walls: list[Any] = []
+    for keys, rows in groups.items():
+        cols = list(zip(*rows))
+        numbered = np.asarray(order[keys], dtype=np.float64)
+        steps = numbered
+        named = dict(zip(keys, cols))
         for k in step_keys:
-            v = row.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
-                step = int(v)
+            col = _numeric(named.get(k))
+            if col is not None:
+                steps = np.where(np.isfinite(col), col, numbered)
                 break
         for k in _WALL_KEYS:
-            v = row.get(k)
-            if isinstance(v, (int, float)) and v > 1e9:
-                walls.append(float(v))
+            col = _numeric(named.get(k))
+            if col is not None and np.nanmax(col) > 1e9:
+                walls.append(col[np.isfinite(col)])
                 break
-        for key, v in row.items():
-            if key in step_keys or key in _WALL_KEYS or isinstance(v, bool) or not isinstance(v, (int, float)):
+        for key, col in named.items():
+            if key in step_keys or key in _WALL_KEYS:
                 continue
-            entry = series.get(key)
-            if entry is None:
-                entry = series[key] = ([], [])
-            entry[0].append(step)
-            entry[1].append(v)
-    run = Run(path=str(path), source="csv" if path.name.lower().endswith(".csv") else "jsonl", name=path.stem)
-    run.curves = {k: make_curve(k, s, v) for k, (s, v) in series.items() if s}
-    run.last_wall = max(walls) if walls else None
-    run.step_interval = median_interval(walls)
+            values = _numeric(col)
+            if values is None:
+                continue
+            entry = pieces.setdefault(key, ([], []))
+            entry[0].append(steps)
+            entry[1].append(values)
+    run = Run(path=str(path), source="csv" if is_csv else "jsonl", name=path.stem)
+    run.curves = {k: make_curve(k, np.concatenate(s), np.concatenate(v)) for k, (s, v) in pieces.items()}
+    all_walls = np.concatenate(walls) if walls else np.zeros(0)
+    run.last_wall = float(all_walls.max()) if len(all_walls) else None
+    run.step_interval = median_interval(all_walls[-10_000:]) if len(all_walls) else None
     run.files_mtime = os.stat(path).st_mtime
     return run
+
+
+def _numeric(col: Any) -> Any:
+    """A column of JSON numbers (None as NaN) as a float array; None for text, booleans or a missing column."""
+    import numpy as np
+
+    if col is None:
+        return None
+    first = next((v for v in col if v is not None), None)
+    if first is None or isinstance(first, bool) or not isinstance(first, (int, float)):
+        return None
+    try:
+        return np.asarray(col, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
 
 
 def _jsonl_rows(text: str) -> Any:
@@ -110,8 +144,8 @@ def _jsonl_rows(text: str) -> Any:
             obj = loads(line)
         except ValueError:
             continue  # a torn last line (the run is still writing) or a stray log line
-        if isinstance(obj, dict):
-            yield _flatten(obj) if any(isinstance(v, dict) for v in obj.values()) else obj
+        if isinstance(obj, dict):  # a nested object shows as a second brace in the line (cheaper than a scan of values)
+            yield _flatten(obj) if line.find("{", 1) != -1 else obj
 
 
 def _csv_rows(text: str) -> Any:

@@ -54,32 +54,141 @@ def _varint(b: bytes) -> int:
     return n
 
 
-def _fast(data: bytes) -> tuple[dict[str, tuple[list[int], list[float]]], list[float], int]:
-    """Scalars of the simple_value records; the bytes those records covered (to judge completeness)."""
-    series: dict[str, tuple[list[int], list[float]]] = {}
-    walls: dict[int, float] = {}
+#: Records walked one by one before looking for a repeating layout (a step's block of scalars)
+WALK = 1024
+MAX_PERIOD = 512
+ROWS_PER_CHUNK = 4096
+
+
+def _record(data: bytes, pos: int) -> tuple[int, Any]:
+    """The record at ``pos``: (next position, its scalar layout or None), or (-1, None) at a torn end."""
+    if pos + 12 > len(data):
+        return -1, None
+    (length,) = struct.unpack_from("<Q", data, pos)
+    nxt = pos + 12 + length + 4
+    if nxt > len(data):
+        return -1, None
+    m = _SCALAR.match(data, pos)
+    if m is None or m.end() != nxt:
+        return nxt, None
+    _length, _wall, step_b, slen, vlen, tlen, tag, _val = m.groups()
+    n = len(tag)
+    if tlen[0] != n or vlen[0] != n + 7 or slen[0] != n + 9:
+        return nxt, None
+    # offsets inside the record: wall time, step varint (start, length), value
+    layout = (nxt - pos, 13, (m.start(3) - pos, len(step_b)) if step_b else (0, 0), m.start(8) - pos, tag)
+    return nxt, layout
+
+
+def _decode(data: bytes, pos: int, layout: Any) -> tuple[bytes, int, float, float]:
+    _total, wall_off, (s_off, s_len), v_off, tag = layout
+    step = _varint(data[pos + s_off:pos + s_off + s_len]) if s_len else 0
+    return tag, step, struct.unpack_from("<d", data, pos + wall_off)[0], struct.unpack_from("<f", data, pos + v_off)[0]
+
+
+def _fast(data: bytes) -> tuple[dict[str, tuple[Any, Any]], list[float], int]:
+    """Scalars of the simple_value records; the bytes those records covered (to judge completeness).
+
+    Records are walked one by one until their layouts repeat (a writer logs the same tags every
+    step, so a step's block of records has the same bytes but for wall times, steps, values and
+    CRCs); the rest of that stretch is then read as rows of a numpy array, every row checked
+    byte for byte against the first in all other positions, and the walk resumes where a row
+    differs (the step grew a byte, a tag was added).
+    """
+    import numpy as np
+
+    arr = np.frombuffer(data, dtype=np.uint8)
+    size = len(data)
+    chunks: dict[bytes, list[tuple[Any, Any]]] = {}
+    single: dict[bytes, tuple[list[int], list[float]]] = {}
+    walls: list[Any] = []
+    single_walls: dict[int, float] = {}  # the first wall time of each step: the time between steps
     covered = 0
-    steps_of: dict[bytes, int] = {b"": 0}
-    unpack_f = struct.Struct("<f").unpack
-    unpack_d = struct.Struct("<d").unpack
-    for length, wall, step_b, slen, vlen, tlen, tag, val in _SCALAR.findall(data):
-        n = len(tag)
-        if tlen[0] != n or vlen[0] != n + 7 or slen[0] != n + 9:
+    pos = 0
+    while 0 <= pos < size:
+        walked: list[tuple[int, Any]] = []
+        while len(walked) < WALK and 0 <= pos < size:
+            nxt, layout = _record(data, pos)
+            if nxt < 0:
+                pos = -1
+                break
+            walked.append((pos, layout))
+            pos = nxt
+        period = _period([lay for _p, lay in walked])
+        keep = len(walked) - period if period else len(walked)
+        for p, lay in walked[:keep]:
+            if lay is not None:
+                tag, step, wall, value = _decode(data, p, lay)
+                entry = single.setdefault(tag, ([], []))
+                entry[0].append(step)
+                entry[1].append(value)
+                single_walls.setdefault(step, wall)
+                covered += lay[0]
+        if not period:
             continue
-        if length[0] != 9 + (len(step_b) + 1 if step_b else 0) + 2 + slen[0]:
-            continue
-        covered += length[0] + 16
-        step = steps_of.get(step_b)
-        if step is None:
-            step = steps_of[step_b] = _varint(step_b)
-        entry = series.get(tag)  # type: ignore[call-overload]
-        if entry is None:
-            entry = series[tag] = ([], [])  # type: ignore[index]
-        entry[0].append(step)
-        entry[1].append(unpack_f(val)[0])
-        if step not in walls:
-            walls[step] = unpack_d(wall)[0]
-    return {k.decode("utf-8", "replace"): v for k, v in series.items()}, list(walls.values()), covered  # type: ignore[union-attr]
+        row0 = walked[keep][0]
+        layouts = [lay for _p, lay in walked[keep:]]
+        width = sum(lay[0] for lay in layouts)
+        varying = np.zeros(width, dtype=bool)
+        offsets = []
+        off = 0
+        for lay in layouts:
+            total, wall_off, (s_off, s_len), v_off, _tag = lay
+            varying[off + 8:off + 12] = True  # header CRC
+            varying[off + wall_off:off + wall_off + 8] = True
+            if s_len:
+                varying[off + s_off:off + s_off + s_len] = True
+            varying[off + v_off:off + v_off + 4] = True
+            varying[off + total - 4:off + total] = True  # data CRC
+            offsets.append(off)
+            off += total
+        const = ~varying
+        template = arr[row0:row0 + width][const]
+        rows = (size - row0) // width
+        good = 0
+        while good < rows:
+            n = min(ROWS_PER_CHUNK, rows - good)
+            block = arr[row0 + good * width:row0 + (good + n) * width].reshape(n, width)
+            same = (block[:, const] == template).all(axis=1)
+            bad = np.flatnonzero(~same)
+            good += int(bad[0]) if len(bad) else n
+            if len(bad):
+                break
+        view = arr[row0:row0 + good * width].reshape(good, width)
+        for off, lay in zip(offsets, layouts):
+            _total, wall_off, (s_off, s_len), v_off, tag = lay
+            values = view[:, off + v_off:off + v_off + 4].copy().view("<f4").reshape(-1).astype(np.float64)
+            if s_len:
+                sb = view[:, off + s_off:off + s_off + s_len].astype(np.int64)
+                steps = np.zeros(good, dtype=np.int64)
+                for i in range(s_len):
+                    steps |= (sb[:, i] & 0x7F) << (7 * i)
+            else:
+                steps = np.zeros(good, dtype=np.int64)
+            chunks.setdefault(tag, []).append((steps, values))
+            covered += lay[0] * good
+        walls.append(view[:, 13:21].copy().view("<f8").reshape(-1))
+        pos = row0 + good * width
+    out: dict[str, tuple[Any, Any]] = {}
+    for tag in {*chunks, *single}:
+        parts = chunks.get(tag, [])
+        s_list = [np.asarray(single[tag][0], dtype=np.int64)] if tag in single else []
+        v_list = [np.asarray(single[tag][1], dtype=np.float64)] if tag in single else []
+        out[tag.decode("utf-8", "replace")] = (np.concatenate(s_list + [p[0] for p in parts]),
+                                               np.concatenate(v_list + [p[1] for p in parts]))
+    flat = [np.asarray(list(single_walls.values()), dtype=np.float64), *walls]
+    return out, np.concatenate(flat).tolist()[-10_000:], covered
+
+
+def _period(layouts: list[Any]) -> int:
+    """The smallest number of records after which the walked layouts repeat (0: none, or not scalars)."""
+    n = len(layouts)
+    if n < 4 or any(lay is None for lay in layouts[n // 2:]):
+        return 0
+    for p in range(1, min(MAX_PERIOD, n // 2) + 1):
+        if all(layouts[j] == layouts[j - p] for j in range(n - p, n)):
+            return p
+    return 0
 
 
 def _slow(data: bytes) -> tuple[dict[str, tuple[list[int], list[float]]], list[float]]:
@@ -141,10 +250,14 @@ def read_logdir(path: Path, confinement: Any = None) -> Run:
         walls += w
         for key, (steps, values) in series.items():
             entry = merged.setdefault(key, ([], []))
-            entry[0].extend(steps)
-            entry[1].extend(values)
+            entry[0].append(steps)
+            entry[1].append(values)
     run = Run(path=str(path), source="tensorboard", name=path.name if path.is_dir() else path.parent.name)
-    run.curves = {k: make_curve(k, s, v) for k, (s, v) in merged.items() if s}
+    import numpy as np
+
+    run.curves = {k: make_curve(k, np.concatenate([np.asarray(x, dtype=np.float64) for x in s]),
+                                np.concatenate([np.asarray(x, dtype=np.float64) for x in v]))
+                  for k, (s, v) in merged.items() if sum(len(x) for x in s)}
     run.last_wall = max(walls) if walls else None
     run.step_interval = median_interval(walls)
     run.files_mtime = mtime or None

@@ -15,6 +15,7 @@ forever, the case of a preempted spot instance.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import struct
@@ -154,6 +155,47 @@ def records(data: bytes) -> Any:
             pending = []
 
 
+def _group(items: list[tuple[bytes, bytes]], steps: list[int], counts: list[int],
+           walls: list[bytes]) -> dict[str, tuple[Any, Any]]:
+    """key -> (steps, values) from the items of all history records at once (numpy does the grouping)."""
+    import numpy as np
+
+    if not items:
+        return {}
+    raws, values = zip(*items)
+    ids_of: dict[bytes, int] = {raw: i for i, raw in enumerate(dict.fromkeys(raws))}
+    ids = np.fromiter(map(ids_of.__getitem__, raws), dtype=np.int32, count=len(raws))
+    vals = np.asarray(_floats(values), dtype=np.float64)
+    item_steps = np.repeat(np.asarray(steps, dtype=np.int64), counts)
+    out: dict[str, tuple[Any, Any]] = {}
+    order = np.argsort(ids, kind="stable")
+    bounds = np.searchsorted(ids[order], np.arange(len(ids_of) + 1))
+    for raw, i in ids_of.items():
+        key = raw.decode("utf-8", "replace")
+        sel = order[bounds[i]:bounds[i + 1]]
+        if key.startswith("_"):
+            if key == "_timestamp":
+                walls += [values[j] for j in sel.tolist()]
+            continue
+        out[key] = (item_steps[sel], vals[sel])
+    return out
+
+
+def _floats(raw: Any) -> list[float]:
+    """JSON numbers (and wandb's NaN / Infinity spellings) as floats; one that is not a number as NaN."""
+    try:
+        return list(map(float, raw))
+    except ValueError:
+        pass
+    out = []
+    for v in raw:
+        try:
+            out.append(float(v))
+        except ValueError:
+            out.append(math.nan)
+    return out
+
+
 def _number(raw: str) -> float | None:
     try:
         return float(raw)  # JSON numbers, and wandb's NaN / Infinity / -Infinity spellings
@@ -161,15 +203,66 @@ def _number(raw: str) -> float | None:
         return None
 
 
+#: One history item with a number in its short form: HistoryItem{nested_key (2): one part, value_json (16)}
+#: with one-byte lengths (wandb 0.2x writes every key so); any other form is left to the protobuf parse
+_ITEM = re.compile(rb"\n[\x00-\x7f]\x12[\x00-\x7f]([^\x00-\x1f\x82]+)\x82\x01[\x00-\x7f]([-+0-9.eENaInfity]+)")
+_VALUE_TAG = b"\x82\x01"
+#: A record's type is the field after its number: history (2) and summary (3) are most of a log
+_HISTORY, _SUMMARY = 0x12, 0x1A
+
+
+def _record_field(payload: bytes) -> int:
+    """The tag byte of the field after the record's ``num`` (0 when it does not start that way)."""
+    if not payload or payload[0] != 0x08:
+        return payload[0] if payload else 0
+    i = 1
+    while i < len(payload) and payload[i] & 0x80:
+        i += 1
+    return payload[i + 1] if i + 1 < len(payload) else 0
+
+
+_STEP_ITEM = re.compile(rb"\n[\x00-\x7f]\x12\x05_step\x82\x01[\x00-\x7f]([0-9]+)(?=\n|\x12|\xc2\x0c|$)")
+
+
+def _history_fast(payload: bytes) -> tuple[int, list[tuple[bytes, bytes]]] | None:
+    """The step and numeric items of a history record read off its bytes, or None when a field did not fit
+    the short form (then the protobuf parse reads it): every value_json tag must belong to a matched item."""
+    items = _ITEM.findall(payload)
+    if len(items) != payload.count(_VALUE_TAG):
+        return None
+    m = _STEP_ITEM.search(payload)
+    if m is None:
+        return None
+    return int(m.group(1)), items
+
+
 def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True) -> list[str]:
-    """Fill ``run`` from a transaction log's bytes; the console lines it carried (bounded)."""
+    """Fill ``run`` from a transaction log's bytes; the console lines it carried (bounded).
+
+    History records (one per logged step, most of the file with summary records) are read off
+    their bytes (:func:`_history_fast`) and summary records skipped unparsed; everything else,
+    and any history record the short form does not fit, goes through wandb's ``Record``."""
     pb = _pb()
     record = pb.Record()
-    series: dict[str, tuple[list[int], list[float]]] = {}
-    walls: list[float] = []
+    slow: dict[str, tuple[list[int], list[float]]] = {}
+    walls: list[bytes] = []
     output: list[str] = []
     number = _number
+    #: the short-form history items of all records, and each record's step and item count
+    items: list[tuple[bytes, bytes]] = []
+    steps: list[int] = []
+    counts: list[int] = []
     for payload in records(data):
+        field = _record_field(payload)
+        if field == _SUMMARY:
+            continue
+        if field == _HISTORY:
+            fast = _history_fast(payload)
+            if fast is not None:
+                steps.append(fast[0])
+                counts.append(len(fast[1]))
+                items += fast[1]
+                continue
         record.ParseFromString(payload)
         kind = record.WhichOneof("record_type")
         if kind == "history":
@@ -179,18 +272,16 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True) -> 
                 key = "/".join(item.nested_key) if item.nested_key else item.key
                 if key.startswith("_"):
                     if key == "_timestamp":
-                        v = number(item.value_json)
-                        if v is not None:
-                            walls.append(v)
+                        walls.append(item.value_json.encode())
                     elif key == "_step" and not step:
                         step = int(number(item.value_json) or 0)
                     continue
                 v = number(item.value_json)
                 if v is None:
                     continue
-                entry = series.get(key)
+                entry = slow.get(key)
                 if entry is None:
-                    entry = series[key] = ([], [])
+                    entry = slow[key] = ([], [])
                 entry[0].append(step)
                 entry[1].append(v)
         elif kind == "run":
@@ -212,10 +303,18 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True) -> 
             output.append(line)
             if len(output) > 2 * MAX_OUTPUT_LINES:
                 del output[:MAX_OUTPUT_LINES]
-    run.curves.update({k: make_curve(k, s, v) for k, (s, v) in series.items() if s})
-    if walls:
-        run.last_wall = max(walls)
-        run.step_interval = median_interval(walls)
+    series = _group(items, steps, counts, walls)
+    for key in {*series, *slow}:
+        k_steps, values = series.get(key, ([], []))
+        if key in slow:
+            k_steps = list(k_steps) + slow[key][0]
+            values = list(values) + slow[key][1]
+        if len(k_steps):
+            run.curves[key] = make_curve(key, k_steps, values)
+    wall_values = [w for w in _floats(walls) if math.isfinite(w)]
+    if wall_values:
+        run.last_wall = max(wall_values)
+        run.step_interval = median_interval(wall_values)
     run.config.update(_flat_config(run.config))
     return output[-MAX_OUTPUT_LINES:]
 

@@ -1,0 +1,178 @@
+"""Read and check a 100,000-step run of 50 metrics: a JSONL dump, a TensorBoard event file, a W&B run.
+
+Target: under 2 s each for the read and all the health checks (``diagnose_runs``), measured
+here against an anchor run in the same command: the time Python's own readers take just to
+get the numbers out (``json.loads`` of every line; the framing of every TensorBoard record;
+the framing of every W&B record), printed as a ratio, so a loaded machine shows in both.
+
+The runs are written once by the real libraries and cached (``--data``, default under the
+temporary folder): the JSONL with ``json``, the event file by tensorboard's ``RecordWriter``
+(its pure-Python CRC makes that take minutes), the W&B run by the wandb SDK in offline mode
+(about 4 ms a step: minutes too). ``--steps`` makes smaller ones.
+
+    python benchmarks/runs.py [--steps 100000] [--metrics 50] [--only jsonl,tensorboard,wandb]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+#: verl's keys for the checked concepts; the rest of the 50 are other actor/critic metrics
+BASE_KEYS = ["critic/score/mean", "actor/entropy", "actor/kl_loss", "actor/pg_clipfrac", "response_length/mean",
+             "response_length/max", "response_length/clip_ratio", "actor/grad_norm", "actor/pg_loss",
+             "training/rollout_probs_diff_mean", "perf/throughput", "timing_s/step"]
+
+
+def series(steps: int, metrics: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """A run whose responses hit the length cap at 70% of its steps (one finding to make)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(1, steps + 1, dtype=np.float64)
+    on = int(steps * 0.7)
+    after = t >= on
+    out = {
+        "critic/score/mean": np.where(t >= on + 10, 0.0, 0.2 + 0.3 * (1 - np.exp(-t / (steps / 3))) + rng.normal(0, .03, steps)),
+        "actor/entropy": 0.9 - 0.2 * t / steps + rng.normal(0, 0.02, steps),
+        "actor/kl_loss": 0.002 + 0.01 * t / steps + np.abs(rng.normal(0, 0.001, steps)),
+        "actor/pg_clipfrac": 0.01 + np.abs(rng.normal(0, 0.003, steps)),
+        "response_length/mean": np.where(after, 1000.0, 300 + 200 * t / steps) + rng.normal(0, 5, steps),
+        "response_length/max": np.where(after, 1024.0, 800.0),
+        "response_length/clip_ratio": np.where(after, 0.85, 0.02) + np.abs(rng.normal(0, 0.01, steps)),
+        "actor/grad_norm": 0.8 + np.abs(rng.normal(0, 0.15, steps)),
+        "actor/pg_loss": rng.normal(0, 0.05, steps),
+        "training/rollout_probs_diff_mean": 0.01 + np.abs(rng.normal(0, 0.002, steps)),
+        "perf/throughput": 1000 + rng.normal(0, 40, steps),
+        "timing_s/step": 30 + rng.normal(0, 1.5, steps),
+    }
+    for i in range(metrics - len(out)):
+        out[f"actor/extra_{i}"] = rng.normal(0, 1, steps)
+    return out
+
+
+def build_jsonl(path: Path, data: dict[str, np.ndarray]) -> None:
+    keys = list(data)
+    cols = [data[k].tolist() for k in keys]
+    with open(path, "w") as fh:
+        for i in range(len(cols[0])):
+            row = {"step": i + 1, "_timestamp": 1.7e9 + 30 * i}
+            row.update({k: c[i] for k, c in zip(keys, cols)})
+            fh.write(json.dumps(row) + "\n")
+
+
+def build_tensorboard(folder: Path, data: dict[str, np.ndarray]) -> None:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    folder.mkdir(parents=True, exist_ok=True)
+    keys = list(data)
+    cols = [data[k].tolist() for k in keys]
+    with open(folder / "events.out.tfevents.1700000000.bench.1.0", "wb") as fh:
+        writer = RecordWriter(fh)
+        writer.write(event_pb2.Event(wall_time=1.7e9, file_version="brain.Event:2").SerializeToString())
+        for i in range(len(cols[0])):
+            for k, c in zip(keys, cols):
+                ev = event_pb2.Event(wall_time=1.7e9 + 30 * i, step=i + 1, summary=summary_pb2.Summary(
+                    value=[summary_pb2.Summary.Value(tag=k, simple_value=c[i])]))
+                writer.write(ev.SerializeToString())
+
+
+def build_wandb(folder: Path, data: dict[str, np.ndarray]) -> None:
+    from runs_data import write_wandb
+
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = len(next(iter(data.values())))
+    series_ = {k: (list(range(1, steps + 1)), v.tolist()) for k, v in data.items()}
+    write_wandb([{"dir": str(folder / "run"), "name": "bench", "series": series_,
+                  "config": {"data": {"max_response_length": 1024}}}], folder)
+
+
+# ------------------------------------------------------------------ anchors --
+
+
+def anchor_jsonl(path: Path) -> float:
+    t = time.perf_counter()
+    loads = json.loads
+    with open(path, "rb") as fh:
+        for line in fh:
+            loads(line)
+    return time.perf_counter() - t
+
+
+def anchor_tensorboard(folder: Path) -> float:
+    """Framing only: the length of every record, as any reader must walk them."""
+    t = time.perf_counter()
+    for f in folder.iterdir():
+        data = f.read_bytes()
+        pos, n, unpack = 0, 0, struct.Struct("<Q").unpack_from
+        while pos + 12 <= len(data):
+            pos += 16 + unpack(data, pos)[0]
+            n += 1
+    return time.perf_counter() - t
+
+
+def anchor_wandb(folder: Path) -> float:
+    from rlmedic.tools.runs import wandb as wb
+
+    t = time.perf_counter()
+    for f in folder.rglob("run-*.wandb"):
+        sum(1 for _ in wb.records(f.read_bytes()))
+    return time.perf_counter() - t
+
+
+def measure(kind: str, path: Path) -> tuple[float, str]:
+    """Seconds for read + checks in a fresh process (imports included), and the root finding."""
+    code = ("import time,sys,json;t=time.perf_counter();from rlmedic.tools.runs.diagnose import diagnose_runs;"
+            "d=diagnose_runs([sys.argv[1]]);r=d.root_finding;"
+            "print(json.dumps([time.perf_counter()-t, r.summary if r else 'healthy', "
+            "sum(x['points'] for x in d.stats['runs'])]))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout
+    seconds, root, points = json.loads(out.strip().splitlines()[-1])
+    return seconds, f"{root} [{points:,} points]"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=100_000)
+    ap.add_argument("--metrics", type=int, default=50)
+    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "rlmedic-bench-runs"))
+    ap.add_argument("--only", default="jsonl,tensorboard,wandb")
+    args = ap.parse_args()
+    root = Path(args.data) / f"{args.steps}x{args.metrics}"
+    root.mkdir(parents=True, exist_ok=True)
+    data = series(args.steps, args.metrics)
+    targets = {"jsonl": root / "metrics.jsonl", "tensorboard": root / "tensorboard", "wandb": root / "wandb"}
+    builders = {"jsonl": build_jsonl, "tensorboard": build_tensorboard, "wandb": build_wandb}
+    anchors = {"jsonl": anchor_jsonl, "tensorboard": anchor_tensorboard, "wandb": anchor_wandb}
+    print(f"run of {args.steps:,} steps x {args.metrics} metrics ({args.steps * args.metrics:,} points)")
+    for kind in args.only.split(","):
+        path = targets[kind]
+        done = root / f".{kind}.done"
+        if not done.exists():
+            t = time.perf_counter()
+            builders[kind](path, data)
+            done.write_text(str(time.perf_counter() - t))
+            print(f"  built {kind} in {time.perf_counter() - t:.0f} s")
+        target = path / "run" / "wandb" if kind == "wandb" else path
+        size = sum(f.stat().st_size for f in (target.rglob("*") if target.is_dir() else [target]) if f.is_file())
+        anchor = anchors[kind](target)
+        seconds, root_finding = measure(kind, target)
+        print(f"  {kind:<12} {size / 1e6:7.1f} MB  read+checked {seconds:5.2f} s  (target 2 s)  "
+              f"anchor {anchor:5.2f} s  ratio {seconds / anchor if anchor else math.nan:4.2f}x\n"
+              f"               root: {root_finding}")
+
+
+if __name__ == "__main__":
+    main()
