@@ -30,7 +30,7 @@ def sync_code(
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help=INDEX_DIR_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Index a framework's git history so answers can name the upstream fix of a traceback.
+    """Index a framework's git history to find upstream fixes.
 
     Each commit's PR, date, files, the functions it touched and the first release holding it; a re-sync
     reads only new commits."""
