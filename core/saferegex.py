@@ -45,16 +45,15 @@ class UnsafePattern(ValueError):
 # ------------------------------------------------------------------------- the static check
 
 
-def _parser() -> tuple[Any, Any]:
-    try:
-        from re import _constants as c  # type: ignore[attr-defined]
-        from re import _parser as p  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - Python < 3.11
-        import sre_constants as c  # type: ignore[no-redef]
-        import sre_parse as p  # type: ignore[no-redef]
-    return p, c
+try:
+    from re import _constants as _c  # type: ignore[attr-defined]
+    from re import _parser as _p  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python < 3.11
+    import sre_constants as _c  # type: ignore[no-redef]
+    import sre_parse as _p  # type: ignore[no-redef]
 
-
+_MAXREPEAT = _c.MAXREPEAT
+_DOTALL = _c.SRE_FLAG_DOTALL
 _NEWLINE_CATEGORIES = {"CATEGORY_SPACE", "CATEGORY_NOT_DIGIT", "CATEGORY_NOT_WORD", "CATEGORY_LINEBREAK"}
 _SPACE_CODES = frozenset(map(ord, " \t\n\r\f\v"))
 _REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
@@ -77,7 +76,6 @@ def _set_has_newline(items: list[tuple[Any, Any]]) -> bool:
 
 def _can_cross_lines(items: Any, dotall: bool) -> bool:
     """Whether some string the parsed ``items`` match holds a line break."""
-    p, c = _parser()
     for op, arg in items:
         name = str(op)
         if name == "LITERAL":
@@ -97,7 +95,7 @@ def _can_cross_lines(items: Any, dotall: bool) -> bool:
                 return True
         elif name == "SUBPATTERN":
             _group, add, remove, sub = arg
-            inner = (dotall or bool(add & c.SRE_FLAG_DOTALL)) and not (remove & c.SRE_FLAG_DOTALL)
+            inner = (dotall or bool(add & _DOTALL)) and not (remove & _DOTALL)
             if _can_cross_lines(sub, inner):
                 return True
         elif name == "BRANCH":
@@ -136,33 +134,48 @@ _NESTED = ("a repetition without bound inside another one (like (\\w+\\s?)+) tak
            "backtracking engine; repeat one thing ([\\w\\s]+) or bound the outer count")
 
 
-def _walk(items: Any, dotall: bool, under_unbounded: bool) -> str | None:
-    p, c = _parser()
+def _has_unbounded(items: Any) -> bool:
+    """Whether the parsed ``items`` hold a repetition without bound."""
+    for op, arg in items:
+        name = str(op)
+        if name in _REPEATS:
+            if arg[1] == _MAXREPEAT or _has_unbounded(arg[2]):
+                return True
+        elif name == "SUBPATTERN":
+            if _has_unbounded(arg[3]):
+                return True
+        elif name == "BRANCH":
+            if any(_has_unbounded(b) for b in arg[1]):
+                return True
+        elif name in ("ATOMIC_GROUP",) and _has_unbounded(arg):
+            return True
+    return False
+
+
+def _walk(items: Any, dotall: bool) -> str | None:
+    """The first refused shape in the parsed ``items`` (one line), or None."""
     for op, arg in items:
         name = str(op)
         if name in _REPEATS:
             low, high, body = arg
-            unbounded = high == c.MAXREPEAT
+            unbounded = high == _MAXREPEAT
             if max(low, 0 if unbounded else high) > MAX_COUNT:
                 return (f"a count over {MAX_COUNT} ({{{low},{'' if unbounded else high}}}); for \"within N lines\" "
                         "write (?:.*\\n){0,N}.*")
-            if unbounded and _walk(body, dotall, True) == _NESTED:
+            if unbounded and _has_unbounded(body):
                 return _NESTED
             if unbounded and _can_cross_lines(body, dotall) and not _only_space(body):
                 return ("a repetition without bound (*, + or {n,}) of something that can match a line break "
                         "(like (?:.|\\n)*, [\\s\\S]*, (\\n.*)* or [^)]*) ties line 1 to the end of the log and is quadratic; "
                         "bound it in lines, (?:\\n.*){0,40}, or keep a class on its line, [^)\\n]*")
-            if unbounded and under_unbounded:
-                return _NESTED
-            found = _walk(body, dotall, under_unbounded or unbounded)
+            found = _walk(body, dotall)
         elif name == "SUBPATTERN":
             _group, add, remove, sub = arg
-            inner = (dotall or bool(add & c.SRE_FLAG_DOTALL)) and not (remove & c.SRE_FLAG_DOTALL)
-            found = _walk(sub, inner, under_unbounded)
+            found = _walk(sub, (dotall or bool(add & _DOTALL)) and not (remove & _DOTALL))
         elif name == "BRANCH":
-            found = next((f for b in arg[1] if (f := _walk(b, dotall, under_unbounded))), None)
+            found = next((f for b in arg[1] if (f := _walk(b, dotall))), None)
         elif name == "ATOMIC_GROUP":
-            found = _walk(arg, dotall, under_unbounded)
+            found = _walk(arg, dotall)
         elif name in ("ASSERT", "ASSERT_NOT"):
             return "look-arounds ((?=...), (?!...), (?<=...), (?<!...)) cannot run in linear time (RE2 has none)"
         elif name in ("GROUPREF", "GROUPREF_EXISTS"):
@@ -181,12 +194,11 @@ def problem(pattern: str) -> str | None:
 
     if len(pattern) > MAX_PATTERN_CHARS:
         return f"{len(pattern)} characters, longer than a record's pattern may be ({MAX_PATTERN_CHARS})"
-    p, c = _parser()
     try:
-        parsed = p.parse(pattern)
+        parsed = _p.parse(pattern)
     except (re.error, RecursionError, OverflowError) as exc:
         return f"does not compile: {exc}"
-    reason = _walk(parsed, bool(parsed.state.flags & c.SRE_FLAG_DOTALL), False)
+    reason = _walk(parsed, bool(parsed.state.flags & _DOTALL))
     if reason:
         return reason
     try:

@@ -204,13 +204,22 @@ def _read_yaml(path: Path, size: int, problems: list[str]) -> Any:
     if size > MAX_RECORD_BYTES:
         problems.append(f"{path}: {size} bytes, larger than a record may be ({MAX_RECORD_BYTES})")
         return _BAD
+    from rlmedic.bounded import check_yaml
+    from rlmedic.confine import Confinement
+    from rlmedic.errors import UserError
+
     try:
-        text = path.read_text(encoding="utf-8")
+        # a regular file only, read to a cap on a non-blocking descriptor: a FIFO named x.yaml hung the
+        # load, an x.yaml -> /dev/zero symlink (size 0 to stat) was read without bound
+        data = Confinement.exactly([path], max_bytes=MAX_RECORD_BYTES).read_bytes(path, whole=True)
+        text = data.decode("utf-8")
+    except UserError as exc:
+        problems.append(str(exc).replace(f"larger than {MAX_RECORD_BYTES} bytes, the most rlmedic reads from a file of "
+                                         "this kind", f"larger than a record may be ({MAX_RECORD_BYTES} bytes)"))
+        return _BAD
     except (OSError, UnicodeDecodeError) as exc:
         problems.append(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})")
         return _BAD
-    from rlmedic.bounded import check_yaml
-    from rlmedic.errors import UserError
 
     try:
         # alias bombs and deep nesting are refused before anything is built; without an anchor (&) there is

@@ -165,6 +165,28 @@ class _Index:
                 self.exceptions.setdefault(_short_exc(r.symptoms.exception), []).append(i)
         #: record id -> (required literal, case ignored) per regex, in the record's order
         self.literals = {r.id: [required_literal(p) for p in r.symptoms.regexes] for r in self.records}
+        # a text is searched only for the strings and patterns whose anchor word it has (a word every match
+        # holds whole): thousands of team records then cost a set lookup each per text, not a search each
+        self.error_at: dict[str, list[int]] = {}  # key -> its positions in self.errors
+        for at, (key, _i) in enumerate(self.errors):
+            self.error_at.setdefault(key, []).append(at)
+        self.keys_by_word: dict[str, list[str]] = {}
+        self.keys_always: list[str] = []
+        for key in self.error_at:
+            words = _LETTER_WORD.findall(key)
+            if words:
+                self.keys_by_word.setdefault(max(words, key=len), []).append(key)
+            else:
+                self.keys_always.append(key)
+        self.patterns_by_word: dict[str, list[tuple[int, int]]] = {}  # word -> (record index, pattern number)
+        self.patterns_always: list[tuple[int, int]] = []
+        for i, r in enumerate(self.records):
+            for n, (literal, _ignore) in enumerate(self.literals[r.id]):
+                word = _anchor_word(literal) if len(literal) >= 4 else ""
+                if word:
+                    self.patterns_by_word.setdefault(word, []).append((i, n))
+                else:
+                    self.patterns_always.append((i, n))
         self.words = [set(_words(r.search_text())) for r in self.records]
         #: the words a user would see (title, errors, exception, situation, tags), not the explanation
         self.symptom_words = [set(_words("\n".join([r.title, *r.symptoms.errors, r.symptoms.exception,
@@ -210,6 +232,16 @@ class _Index:
         return out
 
 
+def _anchor_word(literal: str) -> str:
+    """The longest word of ``literal`` that a text holding ``literal`` holds whole (lower case; not one at
+    either end of the literal, which may run on in the text: ``rror`` of ``Error`` in ``MyError``)."""
+    low = literal.lower()
+    words = [m.group(0) for m in _LETTER_WORD.finditer(low)
+             if m.start() > 0 and m.end() < len(low) and low[m.start() - 1] not in _RUN and low[m.end()] not in _RUN]
+    return max(words, key=len, default="")
+
+
+_RUN = set("abcdefghijklmnopqrstuvwxyz_")
 _LITERAL_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _-:,'\"=/<>@!%;~`")
 _ESCAPED_LITERALS = set(".()[]{}|*+?^$\\/-:'\"=#&%!@<>,;~`")
 
@@ -371,6 +403,12 @@ class _Lines:
         self.norms = parts
         self.blob = "\n".join(parts)
 
+    def candidates(self, idx: _Index) -> list[str]:
+        """The error strings of ``idx`` these lines may hold: those whose longest word they have (a string
+        found as whole words has each of its words whole), and those without a word."""
+        words = set(_LETTER_WORD.findall(self.blob))
+        return [*idx.keys_always, *(key for w in words for key in idx.keys_by_word.get(w, ()))]
+
     def find(self, key: str) -> str | None:
         """The original line whose normalised form contains ``key`` as whole words (``/update_weights`` is
         not inside ``/update_weights_xccl``), or equals it when the key is short."""
@@ -479,15 +517,20 @@ def _see(idx: _Index, texts: Sequence[str]) -> _Seen:
     views = [_regex_view(t) for t in texts]
     lines = _Lines(views)
     found: dict[str, str] = {}
-    for key, _ in idx.errors:
-        if key not in found:
-            line = lines.find(key)
-            if line is not None:
-                found[key] = line
+    for key in lines.candidates(idx):
+        line = lines.find(key)
+        if line is not None:
+            found[key] = line
     lowered = [t.lower() for t in views]
+    words = {w for t in lowered for w in _LETTER_WORD.findall(t)}
+    wanted: dict[int, list[int]] = {}  # record index -> its patterns whose anchor word the text has
+    for i, n in [*idx.patterns_always, *(x for w in words for x in idx.patterns_by_word.get(w, ()))]:
+        wanted.setdefault(i, []).append(n)
     regex: dict[str, tuple[int, str, bool]] = {}
-    for record in idx.records:
-        for n, (literal, ignore) in enumerate(idx.literals[record.id]):
+    for i in sorted(wanted):
+        record = idx.records[i]
+        for n in sorted(wanted[i]):
+            literal, ignore = idx.literals[record.id][n]
             if len(literal) >= 4 and not any(literal in t for t in (lowered if ignore else views)):
                 continue  # its required text is absent: it cannot match (and is never compiled)
             pattern = record.compiled[n]
@@ -550,7 +593,8 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     # 1. exact error strings: longer and rarer strings count more; each further string of a record adds a little
     hits: dict[str, int] = {}
     on_line: dict[str, set[str]] = {}
-    for key, i in idx.errors:
+    keys = set(seen.lines) | set(asked.candidates(idx))
+    for key, i in (idx.errors[at] for at in sorted(at for key in keys for at in idx.error_at[key])):
         line = seen.lines.get(key) or asked.find(key)  # the logs' lines come before the question's
         if line is None:
             continue
@@ -576,7 +620,8 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     # 2. regexes (raw text: a pattern may span lines), over the parts of a log that can hold a failure
     q_text = question[-MAX_REGEX_CHARS:]
     q_low = q_text.lower()
-    for record in idx.records:
+    # without a question only the logs' hits remain to offer (thousands of team records need not be walked)
+    for record in idx.records if q_text.strip() else [r for r in idx.records if r.id in seen.regex]:
         if record.id in found:
             continue
         hit = seen.regex.get(record.id)  # (pattern number, line, generic) in the logs' views
@@ -620,9 +665,13 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
     query = "\n".join([*errors, question])
     sims = idx.similarity(query)
     best_line = errors[0] if errors else " ".join(question.split())[:200]
+    # a record only similar, below the cut even with the index's best bonus and a framework boost, is not built
+    floor = min_score / (1 + FRAMEWORK_BOOST) - (SIM_WEIGHT * 0.5 if kb is not None else 0.0)
     for i, sim in sims.items():
         record = idx.records[i]
         if record.id not in found:
+            if SIM_WEIGHT * sim < floor:
+                continue
             offer(record, "similar", best_line, SIM_WEIGHT * sim)
         else:
             found[record.id].score += SIM_WEIGHT * sim
@@ -633,13 +682,16 @@ def match(texts: Sequence[str] | str = (), *, question: str = "", versions: dict
 
     out = []
     for m in found.values():
-        m.matched = redact(m.matched)  # the user's own line leaves here: secrets out (a URL with a token)
         if wanted and set(m.record.frameworks) & wanted:
             m.score *= 1 + FRAMEWORK_BOOST
-        _versions(m, versions)
+        _version_status(m, versions)
         if m.score >= min_score:
             out.append(m)
     out.sort(key=lambda m: (-m.score, HOWS.index(m.how), m.record.id))
+    # only the k returned are dressed (thousands of team records may share a word with the query)
+    for m in out[:k]:
+        m.matched = redact(m.matched)  # the user's own line leaves here: secrets out (a URL with a token)
+        _dress(m)
     return out[:k]
 
 
@@ -819,7 +871,8 @@ def record_from_thread(hit: Any) -> Record | None:
 
 
 # -- versions and advice ---------------------------------------------------------------------------
-def _versions(m: KnownMatch, versions: dict[str, str]) -> None:
+def _version_status(m: KnownMatch, versions: dict[str, str]) -> None:
+    """The user's version of the record's package, whether it has the fix; a fixed record is demoted."""
     from rlmedic.versions import canonical, status
 
     r = m.record
@@ -832,6 +885,11 @@ def _versions(m: KnownMatch, versions: dict[str, str]) -> None:
     )
     if m.version_status == "fixed_in_yours":
         m.score *= FIXED_DEMOTION
+
+
+def _dress(m: KnownMatch) -> None:
+    """The citation, fixes and advice of a match that is shown."""
+    r = m.record
     m.citation = Citation(kind="issue", ref=r.source, section=r.title, url=r.source_url)
     m.fixes = record_fixes(r, m.citation)
     m.advice = advice(m)

@@ -32,9 +32,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+#: Error strings and regexes one record may list (the shipped records have at most 3 and 4): a team
+#: file of thousands of patterns is refused, not compiled one by one.
+MAX_ERRORS = 50
+MAX_REGEXES = 20
+
+
 class Symptoms(_Strict):
-    errors: tuple[str, ...] = ()
-    regexes: tuple[str, ...] = ()
+    errors: tuple[str, ...] = Field((), max_length=MAX_ERRORS)
+    regexes: tuple[str, ...] = Field((), max_length=MAX_REGEXES)
     exception: str = ""
     situation: str
     tags: tuple[str, ...] = ()
