@@ -204,25 +204,35 @@ def flat(rule: dict[str, Any], c: Curve) -> Detection | None:
 
 
 def diverge(rule: dict[str, Any], val: Curve, reward: Curve | None) -> Detection | None:
-    """Validation past its peak by ``min_drop`` while the training reward kept rising."""
+    """Validation past its peak by ``min_drop`` while the training reward kept rising.
+
+    The peak is that of a 3-point moving average (one noisy evaluation is no peak), the fall is
+    the mean of the last 3 evaluations, all of which must sit below the peak; the first step
+    named is the evaluation at the smoothed peak, where the fall began."""
     import numpy as np
 
-    if reward is None or len(val) < rule.get("min_points", 4) or not np.isfinite(val.values).all():
+    if reward is None or len(val) < rule.get("min_points", 6) or not np.isfinite(val.values).all():
         return None
-    p = int(np.argmax(val.values))
-    if p >= len(val) - 1:
+    v = val.values
+    smooth = np.convolve(v, np.ones(3) / 3, "valid")
+    p = int(np.argmax(smooth))
+    peak = float(smooth[p])
+    last3 = v[-3:]
+    last = float(last3.mean())
+    if p + 3 >= len(v) or peak <= 0:
         return None
-    peak, last = float(val.values[p]), float(np.median(val.values[-2:]))
-    if peak <= 0 or (peak - last) / abs(peak) < rule["min_drop"] or peak - last < rule["min_abs"]:
+    if (peak - last) / abs(peak) < rule["min_drop"] or peak - last < rule["min_abs"] or \
+            not (last3 < peak - rule["min_abs"] / 2).all():
         return None
-    step = int(val.steps[p])
-    r0 = _median(reward.values[: int(np.searchsorted(reward.steps, step, side="right"))])
-    tail = reward.values[-max(3, len(reward) // 10):]
-    r1 = _median(tail)
+    step = int(val.steps[p + 1])
+    i = int(np.searchsorted(reward.steps, step, side="right"))
+    width = max(3, len(reward) // 10)
+    r0 = _median(reward.values[max(0, i - width):i])
+    r1 = _median(reward.values[-width:])
     if r0 is None or r1 is None or r1 - r0 < rule["min_rise"]:
         return None
-    det = Detection(rule, val.key, int(val.steps[p + 1]), peak, last,
-                    {"peak_step": step, "reward_before": r0, "reward_after": r1}, [reward.key])
+    det = Detection(rule, val.key, step, peak, last, {"peak_step": step, "reward_before": r0, "reward_after": r1},
+                    [reward.key])
     det.extra = f"{reward.key} {r0:.3g} -> {r1:.3g}"
     return det
 
