@@ -240,13 +240,19 @@ def server_reason(exc: BaseException, limit: int = 200) -> str:
 
 class _RepairedStream:
     """An SSE byte stream read line by line and repaired on the way (see :func:`wire_repair`);
-    :func:`wire_repair` mixes it with httpx2's ``SyncByteStream``, which the client requires."""
+    :func:`wire_repair` mixes it with httpx2's ``SyncByteStream``, which the client requires.
+
+    Tool-call arguments are held back and sent whole, in one chunk just before the one that
+    ends the reply: a call whose arguments grew past the bound is then sent with a short
+    string in their place (never parsed, never run with a cut argument, never echoed).
+    """
 
     def __init__(self, inner: Any, max_calls: int, max_arg_chars: int) -> None:
         self.inner = inner
         self.max_calls, self.max_arg_chars = max_calls, max_arg_chars
-        self.finished = self.calls_seen = False
-        self.arg_chars: dict[int, int] = {}
+        self.finished = self.calls_seen = self.flushed = False
+        self.pending: dict[int, list[str]] = {}
+        self.sizes: dict[int, int] = {}
         self.oversized: set[int] = set()
         self.dropped: set[int] = set()
         self.chunk_id = ""
@@ -271,30 +277,54 @@ class _RepairedStream:
                 _note(f"the server sent an SSE line over {MAX_SSE_LINE} bytes; it was dropped unread")
         if buffer and not skipping:
             yield self._line(buffer)
-        if self.dropped:
-            _note(f"the model wrote {self.max_calls + len(self.dropped)} tool calls in one reply; only the first "
-                  f"{self.max_calls} were read")
-        if self.oversized:
-            _note(f"a tool call's arguments exceeded {self.max_arg_chars} characters; they were not read")
+        yield self._flush()  # a stream cut before its end: the calls so far (the loop treats them as cut)
+        self._summarize()
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)
         if close is not None:
             close()
 
+    def _summarize(self) -> None:
+        """Notes on what was cut (at ``[DONE]``: the client stops reading there)."""
+        if self.dropped:
+            _note(f"the model wrote {self.max_calls + len(self.dropped)} tool calls in one reply; only the first "
+                  f"{self.max_calls} were read")
+        if self.oversized:
+            _note(f"a tool call's arguments exceeded {self.max_arg_chars} characters; they were not read")
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        chunk = {"id": self.chunk_id, "object": "chat.completion.chunk", "created": 0, "model": "",
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
+
+    def _flush(self) -> bytes:
+        """The held-back arguments, whole, as one chunk (once)."""
+        if self.flushed or not self.pending:
+            return b""
+        self.flushed = True
+        calls = []
+        for index, parts in sorted(self.pending.items()):
+            text = (json.dumps(f"arguments over {self.max_arg_chars} characters, not read")
+                    if index in self.oversized else "".join(parts))
+            calls.append({"index": index, "function": {"arguments": text}})
+        return self._chunk({"tool_calls": calls})
+
     def _line(self, line: bytes) -> bytes:
         if not line.startswith(b"data:"):
             return line
         payload = line[5:].strip()
         if payload == b"[DONE]":
+            self._summarize()
+            head = self._flush()
             if not self.finished:  # a complete stream: [DONE] says so even without a finish_reason
                 self.finished = True
-                finish = "tool_calls" if self.calls_seen else "stop"
                 _note("the server sent [DONE] without a finish_reason; the reply was taken as complete")
-                chunk = {"id": self.chunk_id, "object": "chat.completion.chunk", "created": 0, "model": "",
-                         "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}
-                return b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n"
-            return line
+                head += self._chunk({}, "tool_calls" if self.calls_seen else "stop")
+            return head + line
+        compact = payload.replace(b" ", b"")
+        if b'"tool_calls"' not in payload and (self.finished or b'"finish_reason":null' in compact):
+            return line  # plain text chunks (most of a reply) pass unparsed
         try:
             chunk = json.loads(payload)
         except ValueError:
@@ -302,14 +332,19 @@ class _RepairedStream:
         if not isinstance(chunk, dict):
             return line
         self.chunk_id = chunk.get("id") or self.chunk_id
-        changed = False
+        changed = finishing = False
+        empty = True
         for choice in chunk.get("choices") or []:
             if not isinstance(choice, dict):
                 continue
             if choice.get("finish_reason"):
-                self.finished = True
+                finishing = True
             delta = choice.get("delta") or {}
-            calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            calls = delta.get("tool_calls")
+            if delta.get("content") or delta.get("role") or any(k not in ("tool_calls", "content") for k in delta):
+                empty = False
             if not calls or not isinstance(calls, list):
                 continue
             kept = []
@@ -321,26 +356,43 @@ class _RepairedStream:
                 if index >= self.max_calls:
                     self.dropped.add(index)
                     continue
-                function = call.get("function") or {}
-                args = function.get("arguments") if isinstance(function, dict) else None
+                function = call.get("function") if isinstance(call.get("function"), dict) else {}
+                args = function.get("arguments")
                 if args is not None and not isinstance(args, str):  # an object, not a string: some parsers
-                    function["arguments"] = args = json.dumps(args, ensure_ascii=False)
-                    changed = True
-                if isinstance(args, str):
-                    total = self.arg_chars.get(index, 0) + len(args)
-                    self.arg_chars[index] = total
-                    if total > self.max_arg_chars or index in self.oversized:
-                        self.oversized.add(index)  # the rest is not forwarded: the call stays unparsed
-                        function["arguments"] = ""
-                        changed = True
-                kept.append(call)
-            if len(kept) != len(calls):
-                delta["tool_calls"] = kept
-                changed = True
-            self.calls_seen = self.calls_seen or bool(kept)
+                    args = json.dumps(args, ensure_ascii=False)
+                if args:
+                    self._hold(index, args)
+                function["arguments"] = ""
+                call["index"] = index
+                self.pending.setdefault(index, [])
+                if call.get("id") or function.get("name"):
+                    kept.append(call)
+            delta["tool_calls"] = kept
+            changed = True
+            if kept:
+                empty = False
+            else:
+                del delta["tool_calls"]
+        self.calls_seen = self.calls_seen or bool(self.pending)
+        if finishing:
+            self.finished = True
+            return self._flush() + b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n"
         if not changed:
             return line
+        if empty and not chunk.get("usage"):
+            return b""  # only argument fragments (held) or calls past the bound: nothing to parse now
         return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n"
+
+    def _hold(self, index: int, args: str) -> None:
+        if index in self.oversized:
+            return
+        size = self.sizes.get(index, 0) + len(args)
+        self.sizes[index] = size
+        if size > self.max_arg_chars:
+            self.oversized.add(index)
+            self.pending[index] = []  # freed: only the note is sent
+        else:
+            self.pending.setdefault(index, []).append(args)
 
 
 def _json_as_sse(body: bytes) -> bytes:
@@ -380,9 +432,10 @@ def wire_repair(inner: Any, *, max_calls: int | None = None, max_arg_chars: int 
     On a streamed chat completion (it changes nothing else):
 
     - tool-call arguments sent as a JSON object, not a string, become the string;
-    - at most ``max_calls`` tool calls of one reply are passed on, and a call's arguments
-      stop being passed past ``max_arg_chars`` (the call then fails to parse and is refused
-      with a short error: never echoed whole); an SSE line over :data:`MAX_SSE_LINE` is dropped;
+    - at most ``max_calls`` tool calls of one reply are passed on; arguments are held back
+      and passed whole before the reply's last chunk, and a call whose arguments exceed
+      ``max_arg_chars`` gets a short string instead (it fails as arguments that are not an
+      object: never run cut, never echoed); an SSE line over :data:`MAX_SSE_LINE` is dropped;
     - ``[DONE]`` after no ``finish_reason`` gets one (the stream was complete, not cut);
     - one plain JSON body in answer to a streaming request becomes the stream it stands for.
 

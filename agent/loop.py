@@ -231,15 +231,17 @@ def shrink_context(messages: list[Any], budgets: Budgets) -> list[Any]:
     return trim_context(out, dataclasses.replace(budgets, context_chars=budgets.context_chars // 4, keep_recent_tools=1))
 
 
-#: The most characters of an error text a model, a log line or a notice receives.
-MAX_ERROR_CHARS = 500
-
-
 def short_error(text: str) -> str:
-    """An error text bounded to :data:`MAX_ERROR_CHARS` (errors can echo a huge argument)."""
-    from rlmedic.registry import bounded
+    """An error text bounded as the registry bounds its own (errors can echo a huge argument)."""
+    from rlmedic.registry import MAX_ERROR_CHARS, bounded
 
     return bounded(text, MAX_ERROR_CHARS)
+
+
+def _bounded_value(value: Any) -> Any:
+    from rlmedic.registry import bounded_value
+
+    return bounded_value(value)
 
 
 def tidy(response: Any, tool_names: list[str], run: RunState) -> Any:
@@ -487,7 +489,7 @@ class Agent:
                     for message in (update or {}).get("messages", []) if isinstance(update, dict) else []:
                         if isinstance(message, AIMessage):
                             for call in message.tool_calls:
-                                yield ToolStarted(id=call["id"] or "", name=call["name"], args=bounded_args(call["args"]))
+                                yield ToolStarted(id=call["id"] or "", name=call["name"], args=_bounded_value(call["args"]))
                         elif isinstance(message, ToolMessage):
                             result = self.run.artifacts.get(message.tool_call_id, message.artifact)
                             if result is not None and hasattr(result, "ok"):
@@ -596,7 +598,7 @@ class Agent:
             answer.summary = answer.root_cause.split("\n", 1)[0][:300]
         for note in notes[len(shown):]:
             yield Notice(note)
-        answer.tool_calls = [{**c, "args": bounded_args(c.get("args") or {})} for c in run.calls]
+        answer.tool_calls = [{**c, "args": _bounded_value(c.get("args") or {})} for c in run.calls]
         answer.notices = notes
         yield TextDelta(answer.answer)
         yield Final(answer)
@@ -612,13 +614,15 @@ class Agent:
         import dataclasses
 
         from rlmedic.agent.compose import compose
-        from rlmedic.agent.investigate import attachment_texts
+        from rlmedic.agent.inquiry import Inquiry
 
         kb = self.kb if self.kb is not None or self.ctx is None else self.ctx.knowledge()
-        composed = compose(question, evidence, kb, history=self.history,
-                           texts=attachment_texts(self.attachments, self.ctx))
+        inquiry = Inquiry.of(question, attachments=self.attachments, context=self.ctx, knowledge=kb,
+                             earlier=self.earlier, history=self.history)
+        composed = compose(inquiry.with_texts(), evidence, fresh=self.gathered)
+        grounded = composed.answer + ("\n" + composed.more if composed.more else "")
         return dataclasses.replace(composed, answer=reply, engine="llm", summary=reply.split("\n", 1)[0][:300],
-                                   grounded=composed.answer, notices=[], tool_calls=[])
+                                   grounded=grounded, notices=[], tool_calls=[], more="")
 
     def _fresh_deadline(self) -> None:
         """Tools run after the model's share get the fallback reserve (never an expired deadline)."""
@@ -655,19 +659,6 @@ def _until_deadline(stream: Iterator[Any], run: RunState, budgets: Budgets) -> I
         yield from stream
     except StreamDeadline:
         run.fallback = run.fallback or f"the time budget ({budgets.seconds:.0f} s) ran out while the model was generating"
-
-
-def bounded_args(args: Any, limit: int = 300) -> Any:
-    """Tool arguments fit to show and keep: long strings cut (a model can send megabytes)."""
-    from rlmedic.registry import bounded
-
-    if isinstance(args, str):
-        return bounded(args, limit)
-    if isinstance(args, dict):
-        return {str(k)[:100]: bounded_args(v, limit) for k, v in list(args.items())[:20]}
-    if isinstance(args, (list, tuple)):
-        return [bounded_args(v, limit) for v in list(args)[:20]]
-    return args
 
 
 def _values(args: dict[str, Any]) -> Iterator[Any]:

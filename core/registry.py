@@ -31,6 +31,11 @@ from rlmedic.errors import UserError
 
 #: Characters of tool output a model sees per call (the CLI and JSON get everything).
 DEFAULT_MAX_TEXT_CHARS = 4000
+#: The most characters of arguments one call takes (JSON): a path or query is never this long, and a
+#: model (or an MCP client) sending megabytes gets one short error instead of megabytes echoed back.
+MAX_ARGUMENT_CHARS = 100_000
+#: The most characters of an error line (errors can quote an argument).
+MAX_ERROR_CHARS = 1000
 
 #: The module whose import registers the built-in tools (imported on first use).
 BUILTIN_TOOLS = "rlmedic.tools.toolset"
@@ -229,15 +234,20 @@ class Registry:
         """
         started = time.monotonic()
         arguments = dict(arguments or {})
-        shown_args = redact_value(arguments)
+        shown_args = bounded_value(redact_value(arguments))
+        name = bounded(str(name), 100)
         entry = self.get(name)
         if entry is None:
             known = ", ".join(sorted(self._tools))
             return ToolResult(name, False, error=f"unknown tool {name!r}; the tools are: {known}", arguments=shown_args)
+        size = len(json.dumps(arguments, default=str))
+        if size > MAX_ARGUMENT_CHARS:
+            return ToolResult(name, False, arguments=shown_args, seconds=time.monotonic() - started,
+                              error=f"{name}: arguments too large ({size} characters; at most {MAX_ARGUMENT_CHARS})")
         try:
             params = entry.params.model_validate(arguments)
         except Exception as exc:  # pydantic.ValidationError
-            return ToolResult(name, False, error=redact(_validation_message(name, exc)), arguments=shown_args,
+            return ToolResult(name, False, error=_error(_validation_message(name, exc)), arguments=shown_args,
                               seconds=time.monotonic() - started)
         cache_key = self._cache_key(entry, params, ctx) if use_cache else None
         if cache_key:
@@ -253,11 +263,11 @@ class Registry:
             ctx.check_time()
             value = entry.fn(ctx, **{k: getattr(params, k) for k in type(params).model_fields})
         except UserError as exc:
-            return ToolResult(name, False, error=redact(str(exc)), arguments=shown_args, seconds=time.monotonic() - started)
+            return ToolResult(name, False, error=_error(str(exc)), arguments=shown_args, seconds=time.monotonic() - started)
         except Exception as exc:
             if not catch_bugs:
                 raise
-            return ToolResult(name, False, error=redact(f"internal error in {name}: {type(exc).__name__}: {exc}"),
+            return ToolResult(name, False, error=_error(f"internal error in {name}: {type(exc).__name__}: {exc}"),
                               arguments=shown_args, seconds=time.monotonic() - started)
         value = redact_value(value)  # the result object itself, for renderers that take types
         data = redact_value(to_jsonable(value))
@@ -387,6 +397,25 @@ def _default_text(data: Any) -> str:
     if isinstance(data, str):
         return data
     return json.dumps(data, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def _error(text: str) -> str:
+    """An error line as it leaves the registry: bounded first (a huge argument quoted), then redacted."""
+    return redact(bounded(text, MAX_ERROR_CHARS))
+
+
+def bounded_value(value: Any, limit: int = 300, _depth: int = 0) -> Any:
+    """``value`` fit to show and keep (tool arguments in events, answers, logs): long strings cut,
+    long lists and dicts shortened, nesting bounded."""
+    if isinstance(value, str):
+        return bounded(value, limit)
+    if _depth > 6:
+        return "..."
+    if isinstance(value, dict):
+        return {bounded(str(k), 100): bounded_value(v, limit, _depth + 1) for k, v in list(value.items())[:20]}
+    if isinstance(value, (list, tuple)):
+        return [bounded_value(v, limit, _depth + 1) for v in list(value)[:20]]
+    return value
 
 
 def bounded(text: str, limit: int) -> str:

@@ -203,7 +203,8 @@ def test_a_model_answer_never_has_less_than_the_offline_answer(tmp_path: Path) -
     assert llm.category == offline.category and llm.root_cause == offline.root_cause
     assert [str(f) for f in offline.fixes] == [str(f) for f in llm.fixes]
     assert {str(c) for c in offline.citations} <= {str(c) for c in llm.citations}
-    assert llm.grounded.strip() == offline.answer.strip()
+    # the whole offline answer: its short text and the rest behind it (Answer.more)
+    assert llm.grounded.strip() == (offline.answer + ("\n" + offline.more if offline.more else "")).strip()
     assert llm.to_dict()["grounded"] == llm.grounded  # JSON carries it too
 
 
@@ -266,3 +267,33 @@ def test_plain_mode_marks_claims_inline_and_json_leads_with_the_tools_root(tmp_p
     answer = json.loads(as_json.stdout)
     assert "out of memory" in answer["summary"].lower() and "nccl" not in answer["summary"].lower()
     assert answer["answer"].startswith("The model's explanation below contradicts")
+
+
+def test_a_huge_tool_argument_is_neither_parsed_nor_echoed(tmp_path: Path) -> None:
+    """A 4 MB argument: refused at the wire, a short error goes back to the model, nothing big is shown or kept."""
+    log = tmp_path / "train.log"
+    shutil.copy(LOG, log)
+    huge = json.dumps({"paths": ["/x/" + "a" * 4_000_000]})
+    rows = [{"calls": [{"name": "diagnose", "arguments": huge}]}, {"content": "Root cause: CUDA OOM while training."}]
+    started = time.monotonic()
+    with FakeOpenAI(replies_from(rows)) as server:
+        events = list(answer_events("why?", attachments=[log], ctx=ToolContext.for_roots([str(log)]),
+                                    config=LLMConfig.resolve(base_url=server.base_url)))
+        sent_back = sum(len(json.dumps(r["messages"])) for r in server.requests[1:])
+    assert time.monotonic() - started < 30
+    assert sent_back < 100_000, sent_back
+    assert all(len(json.dumps(e.to_dict(), default=str)) < 100_000 for e in events)
+    answer = events[-1].answer
+    assert answer.category == "oom_training"
+    assert any("exceeded 64000 characters" in n for n in answer.notices + [e.text for e in events if hasattr(e, "text")])
+
+
+def test_tool_errors_never_echo_a_huge_argument(tmp_path: Path) -> None:
+    """The registry (behind the loop and the MCP server) answers a 5 MB path with one short error."""
+    from rlmedic.registry import MAX_ERROR_CHARS, REGISTRY
+
+    ctx = ToolContext.for_roots([str(tmp_path)])
+    for args in ({"paths": [str(tmp_path / ("b" * 5_000_000))]}, {"paths": ["/etc/" + "c" * 50_000]}):
+        result = REGISTRY.call("diagnose", args, ctx)
+        assert not result.ok and len(result.error) <= MAX_ERROR_CHARS + 80, len(result.error)
+        assert len(json.dumps(result.to_dict())) < 20_000
