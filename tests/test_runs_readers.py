@@ -283,3 +283,22 @@ def test_wandb_history_short_form_equals_wandbs_protobuf_parse(tmp_path: Path, m
         assert [repr(v) for v in a.values.tolist()] == [repr(v) for v in b.values.tolist()]
     assert math.isnan(fast.curves["actor/entropy"].values[1]) and fast.curves["actor/entropy"].first_nonfinite[0] == 2
     assert fast.config["max_response_length"] == 512 and fast.finished is True
+
+
+@pytest.mark.parametrize("folder,words", [
+    ("wandb-verl-length-cap", ["length cap", "response_length/clip_ratio", "step 70", "data.max_response_length"]),
+    ("tensorboard-slime-grad-spike", ["train/grad_norm", "step 80"]),
+])
+def test_ask_names_the_pathology_metric_and_first_step_of_an_attached_run(folder: str, words: list[str]) -> None:
+    from rlmedic.ui.cli import app
+
+    if folder.startswith("wandb") and not HAVE_WANDB:
+        pytest.skip("the wandb extra is not installed; test_committed_wandb_fixture covers the message")
+    result = CliRunner().invoke(app, ["ask", "why did the reward fall?", "--attach", str(FIXTURES / folder),
+                                      "--offline", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    text = json.dumps(data)
+    for w in words:
+        assert w in text, w
+    assert any(call["name"] == "diagnose" for call in data["tool_calls"])
