@@ -7,6 +7,7 @@ parse prose. Tool steps get one compact line each: name, key arguments, outcome,
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,30 @@ def citation_link(citation: Any) -> str:
     return f"[{text}]({url})" if url else text
 
 
+#: Code in Markdown (fenced blocks, inline spans): shown as written, never rendered.
+_CODE = re.compile(r"(```.*?(?:```|\Z)|`[^`\n]*`)", re.S)
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]")
+_TAG = re.compile(r"<(?=[A-Za-z!/?])")
+
+
+def model_markdown(text: str) -> str:
+    """Text a model (or a model server) wrote, as Markdown that loads nothing when rendered.
+
+    An image (``![alt](https://...)``, ``![alt][ref]``) becomes a plain link, and HTML
+    (``<img src=...>``, ``<iframe>``, ``<video poster=...>``) is shown as text: rendering
+    the answer never makes the user's browser fetch an outside address. Code is left as is.
+    """
+    parts = _CODE.split(text)
+    for i in range(0, len(parts), 2):  # the even parts are outside code
+        parts[i] = _TAG.sub("&lt;", _IMAGE.sub(r"[image: \1]", parts[i]))
+    return "".join(parts)
+
+
 def answer_markdown(answer: Any) -> str:
-    """The answer as Markdown: its text, the config diff fenced, sources numbered (links where known)."""
-    text = answer.answer.rstrip()
+    """The answer as Markdown: its text, the config diff fenced, sources numbered (links where known).
+
+    A model's text goes through :func:`model_markdown` (no remote images, no HTML)."""
+    text = (model_markdown(answer.answer) if answer.engine == "llm" else answer.answer).rstrip()
     diff = (answer.config_diff or "").strip("\n")
     if diff and diff in text:
         text = text.replace(diff, f"\n```diff\n{diff}\n```\n")

@@ -270,7 +270,7 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
         import gradio as gr
 
     from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted
-    from rlmedic.ui.render import answer_markdown, root_markdown, step_args, step_result
+    from rlmedic.ui.render import answer_markdown, model_markdown, root_markdown, step_args, step_result
 
     from rlmedic.redact import redact
 
@@ -353,15 +353,16 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
                         if event.ok and event.name == "gpu_status" and isinstance(event.data, dict):
                             panels["plot"] = gpu_frame(event.data)
                             panels["gpu"] = gpu_markdown(event.data)
-                    elif isinstance(event, Notice):
-                        history.append(gr.ChatMessage(role="assistant", content=f"ℹ️ {event.text}"))
+                    elif isinstance(event, Notice):  # notices can quote the model or its server
+                        history.append(gr.ChatMessage(role="assistant", content=f"ℹ️ {model_markdown(event.text)}"))
                         if event.text.startswith("offline"):
-                            panels["note"] = gr.update(value=OFFLINE_NOTE + f" ({event.text})", visible=True)
+                            panels["note"] = gr.update(value=OFFLINE_NOTE + f" ({model_markdown(event.text)})", visible=True)
                     elif isinstance(event, TextDelta):
                         if streamed < 0:
                             history.append(gr.ChatMessage(role="assistant", content=""))
                             streamed = len(history) - 1
-                        history[streamed] = gr.ChatMessage(role="assistant", content=history[streamed].content + event.text)
+                        history[streamed] = gr.ChatMessage(role="assistant",
+                                                           content=history[streamed].content + model_markdown(event.text))
                     elif isinstance(event, Failed):
                         history.append(gr.ChatMessage(role="assistant", content=f"⚠️ {event.error}"))
                     elif isinstance(event, Final):
