@@ -302,3 +302,20 @@ def test_ask_names_the_pathology_metric_and_first_step_of_an_attached_run(folder
     for w in words:
         assert w in text, w
     assert any(call["name"] == "diagnose" for call in data["tool_calls"])
+
+
+def test_damaged_runs_get_one_clear_line_or_a_warning(tmp_path: Path) -> None:
+    import random
+
+    rnd = random.Random(5)
+    bad_wandb = tmp_path / "wandb" / "offline-run-20260101_000000-bad00001"
+    bad_wandb.mkdir(parents=True)
+    (bad_wandb / "run-bad00001.wandb").write_bytes(bytes(rnd.randrange(256) for _ in range(3000)))
+    code, out = _cli(str(tmp_path / "wandb"))
+    assert code == 2 and "run-bad00001.wandb: not a W&B transaction log" in out and "Traceback" not in out
+    tb_dir = tmp_path / "tb"
+    tb_dir.mkdir()
+    (tb_dir / "events.out.tfevents.1.host").write_bytes(bytes(rnd.randrange(256) for _ in range(5000)))
+    d = diagnose_runs([tb_dir])
+    assert [f.id for f in d.findings] == ["no-curves"] and d.root is None
+    assert "No metric could be read" in d.findings[0].summary

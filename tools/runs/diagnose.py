@@ -218,6 +218,16 @@ def finding_for(det: Detection, run: Run, *, label: str = "") -> Finding:
                    fixes=_fixes(rule, run.framework), citations=citations, card=card)
 
 
+def _no_curves(run: Run) -> Finding:
+    """A run folder with no number in it is no healthy run: say so (an empty, damaged or foreign file)."""
+    what = {"wandb": "transaction log", "tensorboard": "event files"}.get(run.source, "dump")
+    return Finding(id="no-curves", category="other", severity="warning", file=run.path,
+                   summary=(f"No metric could be read from this {run.source} run's {what}: it is empty, damaged, or "
+                            "holds no scalars (images, histograms, text only). Check the path and that the run logged"),
+                   evidence={"excerpt": "", "numbers": {}, "signature": "curve:no-curves", "role": "symptom", "count": 1,
+                             "occurrences": [run.path], "run": run.path, "source": run.source})
+
+
 def _checked(run: Run, keys: dict[str, str]) -> list[str]:
     vocab = builtin_vocabulary()
     rules = builtin_rules()["rules"]
@@ -234,7 +244,8 @@ def _checked(run: Run, keys: dict[str, str]) -> list[str]:
         else:
             missing.append(f"{rule['id']} (no {vocab.concepts[concept].label} metric)")
     steps = run.last_step
-    out = [f"{run.source} run {run.name}: {len(run.curves)} curves, last step {steps}"
+    out = [f"{run.source} run {run.name}: {len(run.curves)} curves, "
+           + (f"last step {steps}" if steps is not None else "no steps")
            + (f", framework {run.framework}" if run.framework else "")]
     out.append("checks: " + "; ".join(done))
     if missing:
@@ -295,6 +306,8 @@ def _diagnose_runs(paths: list[Any], confinement: Any, all_runs: bool, now: floa
         dets, keys = detect(run, vocab, now=now)
         label = run.name if len(targets) > 1 else ""
         findings += [finding_for(d, run, label=label) for d in dets]
+        if not run.curves:
+            findings.append(_no_curves(run))
         checked += _checked(run, keys)
         finished_all = finished_all and run.finished is True
         if run.last_step is not None:

@@ -355,12 +355,17 @@ def read_run(path: Path, confinement: Any = None) -> Run:
     folder = path.parent if path.is_file() else path
     logs = [path] if path.is_file() else sorted(folder.glob("run-*.wandb"))
     run = Run(path=str(folder), source="wandb", name=folder.name)
+    if logs:
+        _pb()  # the missing extra is named on its own line, not as a damaged file
     mtimes = []
     output: list[str] = []
     for log in logs:
         data = read_file_bytes(log, confinement)
         mtimes.append(os.stat(log).st_mtime)
-        output = read_transaction_log(data, run) or output
+        try:
+            output = read_transaction_log(data, run) or output
+        except UserError as exc:
+            raise UserError(f"{log}: {exc}") from None
     files = folder / "files"
     out_log = files / "output.log"
     if out_log.is_file():
