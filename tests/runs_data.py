@@ -48,7 +48,7 @@ PATHOLOGIES = {
     "entropy_collapse": "entropy-collapse", "kl_blowup": "kl-blowup", "length_cap": "length-cap",
     "zero_reward": "zero-reward", "flat_reward": "flat-reward", "reward_val_divergence": "reward-val-divergence",
     "grad_spike": "grad-norm-spike", "nan": "nonfinite", "logprob_mismatch": "logprob-mismatch",
-    "throughput_drop": "throughput-drop",
+    "throughput_drop": "throughput-drop", "step_time_rise": "step-time-rise",
 }
 CAP = 1024
 VAL_EVERY = 10
@@ -109,6 +109,8 @@ def curves(pathology: str, framework: str = "verl", *, steps: int = 200, seed: i
         lpdiff = np.where(after, 0.08 + 0.4 * (t - on) / n + np.abs(jitter(0.01)), lpdiff)
     elif pathology == "throughput_drop":
         thr = np.where(after, 350 + jitter(20), thr)
+    elif pathology == "step_time_rise":
+        step_time = np.where(after, 95 + jitter(3), step_time)
     elif pathology != "healthy":
         raise ValueError(pathology)
 

@@ -155,6 +155,29 @@ def test_diagnose_names_pathology_metric_and_first_step_on_tensorboard(tmp_path:
 
 
 @needs_tb
+@pytest.mark.parametrize("pathology,framework", [
+    ("flat_reward", "areal"), ("reward_val_divergence", "slime"), ("nan", "verl"), ("grad_spike", "areal"),
+    ("kl_blowup", "slime"), ("step_time_rise", "verl"), ("entropy_collapse", "areal"),
+])
+def test_every_rule_on_tensorboard_runs_written_by_the_real_writer(tmp_path: Path, pathology, framework) -> None:
+    from runs_data import PATHOLOGIES
+
+    series, onset = curves(pathology, framework, seed=41, onset=130)
+    write_tensorboard(tmp_path / "run", series)
+    d = diagnose_runs([tmp_path / "run"])
+    rule = PATHOLOGIES[pathology]
+    hit = next(f for f in d.findings if f.id == rule)
+    if rule == "reward-val-divergence":
+        assert hit.evidence["metric"] == KEYS[framework]["val_score"] and abs(hit.evidence["step"] - onset) <= 20
+    elif rule == "nonfinite":
+        assert hit.evidence["metric"] in (KEYS[framework]["loss"], KEYS[framework]["grad_norm"])
+        assert hit.evidence["step"] == onset and "nan" in hit.summary
+    else:
+        assert hit.evidence["step"] == onset and hit.evidence["metric"] in KEYS[framework].values()
+    assert d.stats["frameworks"] == [framework]
+
+
+@needs_tb
 def test_fast_scalar_path_equals_tensorboards_own_parse(tmp_path: Path) -> None:
     series, _ = curves("nan", "verl", seed=4)
     write_tensorboard(tmp_path, series)
