@@ -1,6 +1,11 @@
 """Benchmark: ``rlmedic checkpoints`` on a tree of many step folders, CPU time and peak RSS, start-up included.
 
 Run: ``python benchmarks/checkpoints.py [--folders 100000] [--dir /tmp/x] [--keep]``
+     ``python benchmarks/checkpoints.py --empty [--folders 100000] [--trials 1]``
+
+``--empty`` (issue 31) writes step folders with no file inside, spread over ``--trials``
+trials (100,000 in one trial, or 20,000 across ten): the report must summarise them in
+one finding, not one per folder; target < 3 s and < 300 MB.
 
 Writes an AReaL saver tree of ``--folders`` step folders (config.json + model.safetensors
 each: the files a real save checks) and runs ``rlmedic checkpoints --json`` on it as a
@@ -27,17 +32,24 @@ import tempfile
 import time
 
 
-def make_tree(root: str, folders: int) -> str:
-    base = os.path.join(root, "checkpoints", "root", "exp", "trial", "default")
-    os.makedirs(base, exist_ok=True)
-    for step in range(1, folders + 1):
-        d = os.path.join(base, f"epoch0epochstep{step}globalstep{step}")
-        os.mkdir(d)
-        with open(os.path.join(d, "config.json"), "w") as fh:
-            fh.write('{"model_type": "qwen2"}')
-        with open(os.path.join(d, "model.safetensors"), "wb") as fh:
-            fh.write(b"\x02" * 64)
+def make_tree(root: str, folders: int, *, empty: bool = False, trials: int = 1) -> str:
+    per = -(-folders // trials)
+    for t in range(trials):
+        base = os.path.join(root, "checkpoints", "root", "exp", "trial" if trials == 1 else f"trial{t}", "default")
+        os.makedirs(base, exist_ok=True)
+        for step in range(1, min(per, folders - t * per) + 1):
+            d = os.path.join(base, f"epoch0epochstep{step}globalstep{step}")
+            os.mkdir(d)
+            if not empty:
+                _fill(d)
     return root
+
+
+def _fill(d: str) -> None:
+    with open(os.path.join(d, "config.json"), "w") as fh:
+        fh.write('{"model_type": "qwen2"}')
+    with open(os.path.join(d, "model.safetensors"), "wb") as fh:
+        fh.write(b"\x02" * 64)
 
 
 def run(cmd: list[str] | str, shell: bool = False) -> tuple[float, float, float, str]:
@@ -54,11 +66,13 @@ def main() -> int:
     ap.add_argument("--folders", type=int, default=100_000)
     ap.add_argument("--dir", default=None)
     ap.add_argument("--keep", action="store_true", help="reuse/keep the generated tree")
+    ap.add_argument("--empty", action="store_true", help="step folders with no file inside (issue 31)")
+    ap.add_argument("--trials", type=int, default=1, help="spread the folders over this many trials")
     args = ap.parse_args()
     root = args.dir or tempfile.mkdtemp(prefix="rlmedic-ckpt-")
     if not (args.keep and os.path.isdir(os.path.join(root, "checkpoints"))):
         t = time.perf_counter()
-        make_tree(root, args.folders)
+        make_tree(root, args.folders, empty=args.empty, trials=args.trials)
         print(f"wrote {args.folders} step folders under {root} in {time.perf_counter() - t:.0f} s")
     rows = [("find -type f | wc -l (anchor)", run(f"find {root} -type f | wc -l", shell=True)),
             ("rlmedic --help (anchor)", run([sys.executable, "-m", "rlmedic", "--help"])),
@@ -67,13 +81,21 @@ def main() -> int:
     for name, (cpu, wall, rss, _out) in rows:
         print(f"{name:32} {cpu:7.2f} {wall:7.2f} {rss:7.0f}")
     report = json.loads(rows[-1][1][3])
-    step = (report["plan"]["resume_from"] or {}).get("step")
     cpu, rss = rows[-1][1][0], rows[-1][1][2]
-    print(f"{report['all_checkpoints']} checkpoints, {len(report['checkpoints'])} listed; plan resumes from step {step}; "
-          f"target < 5 s and < 200 MB: {'ok' if cpu < 5 and rss < 200 else 'MISSED'}")
     if not args.keep and not args.dir:
         shutil.rmtree(root, ignore_errors=True)
-    return 0 if step == args.folders else 1
+    if args.empty:
+        summary = [i for i in report["issues"] if i["id"] == "empty-step-folders"]
+        ok = cpu < 3 and rss < 300
+        print(f"{len(report['issues'])} findings, {report['empty_step_folders']} empty step folders summarised in "
+              f"{len(summary)}: {summary[0]['summary'][:90] if summary else '-'}...; "
+              f"target < 3 s and < 300 MB: {'ok' if ok else 'MISSED'}")
+        return 0 if len(summary) == 1 and report["empty_step_folders"] == args.folders else 1
+    step = (report["plan"]["resume_from"] or {}).get("step")
+    per = -(-args.folders // args.trials)
+    print(f"{report['all_checkpoints']} checkpoints, {len(report['checkpoints'])} listed; plan resumes from step {step}; "
+          f"target < 5 s and < 200 MB: {'ok' if cpu < 5 and rss < 200 else 'MISSED'}")
+    return 0 if step == per else 1
 
 
 if __name__ == "__main__":

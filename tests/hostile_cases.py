@@ -311,6 +311,12 @@ def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
     quoted_yaml.write_text(f"env_vars: '{{''WANDB_API_KEY'': ''{PLANTED_KEY}''}}'\n" + (CONFIGS / "areal" / "mb_tokens.yaml").read_text())
 
     deep = deep_folder(tmp / "deep_tree", 3000)  # issue 31: os.walk recursed once per level
+    empty_steps = tmp / "empty_steps"  # issue 31: 20,000 empty step folders across ten trials
+    for t in range(10):
+        base = empty_steps / "checkpoints" / "root" / "exp" / f"trial{t}" / "default"
+        base.mkdir(parents=True)
+        for step in range(1, 2001):
+            (base / f"epoch0epochstep{step}globalstep{step}").mkdir()
 
     H = HOSTILE
     cases = [
@@ -396,6 +402,8 @@ def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
              max_seconds=10),
         Case("excerpt-3000-deep-folder", ["excerpt", str(deep)], expect="ok", stdout_has="OutOfMemoryError",
              max_seconds=10),
+        Case("checkpoints-20000-empty-step-folders", ["checkpoints", str(empty_steps)], expect="ok",
+             stdout_has="20,000 step folders across 10 trials hold no checkpoint", max_seconds=10, max_rss_mb=300),
     ]
     before = {p: p.read_bytes() for case in cases for p in case.unchanged}
     return cases, before

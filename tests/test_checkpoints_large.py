@@ -105,3 +105,72 @@ def test_a_yaml_bomb_config_is_refused_before_the_tree_is_scanned(tmp_path: Path
     result = REGISTRY.call("list_checkpoints", {"root": str(tmp_path / "root"), "config": str(bomb)},
                            ToolContext.for_roots([tmp_path]))
     assert not result.ok and "alias" in result.error.lower()
+
+
+# -- empty step folders (issue 31) -------------------------------------------------------------
+def _empty_steps(trial_dir: Path, steps) -> None:
+    for step in steps:
+        (trial_dir / "default" / f"epoch0epochstep{step}globalstep{step}").mkdir(parents=True)
+
+
+def _empty_finding(report) -> list:
+    return [i for i in report.issues if i.id == "empty-step-folders"]
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_empty_step_folders_are_one_finding_and_no_checkpoints(tmp_path: Path, monkeypatch, lazy: bool) -> None:
+    """Three trials; the newest step folders of each hold nothing; two real saves sit in between."""
+    if lazy:
+        monkeypatch.setattr(listing, "LAZY_LIMIT", 10)
+        monkeypatch.setattr(listing, "DETAIL", 2)
+    root = tmp_path / "root"
+    trial = areal_tree(root, steps=(40, 50), recover_step=None)
+    for t, name in enumerate((trial.name, "trial_b", "trial_c")):
+        _empty_steps(trial.parent / name, range(100 + t, 160, 3))
+    report = list_checkpoints(root, mounts=VOLUME, confinement=ANYWHERE)
+    assert [c.step for c in report.checkpoints if c.checked] == [40, 50] and report.latest().step == 50
+    assert all(c.step in (40, 50) or not c.checked for c in report.checkpoints)
+    (finding,) = _empty_finding(report)
+    empty = sum(len(range(100 + t, 160, 3)) for t in range(3))
+    assert finding.summary.startswith(f"{empty} step folders across 3 trials hold no checkpoint")
+    assert "the newest, step 159" in finding.summary and finding.severity == "warning"
+    assert not [i for i in report.issues if i.id == "damaged-checkpoint"]
+    assert report.to_dict()["empty_step_folders"] == empty
+    assert recovery_plan(report).resume_from.step == 50
+
+
+def test_an_old_empty_folder_is_named_as_such_not_as_the_newest(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    trial = areal_tree(root, steps=(40, 50), recover_step=None)
+    _empty_steps(trial, (10,))
+    (finding,) = _empty_finding(list_checkpoints(root, mounts=VOLUME, confinement=ANYWHERE))
+    assert finding.summary.startswith("1 step folder holds no checkpoint") and "newest" not in finding.summary
+
+
+def test_only_empty_folders_say_so_and_that_there_is_no_checkpoint(tmp_path: Path, small_limits) -> None:
+    trial = tmp_path / "root" / "checkpoints" / "root" / "exp" / "trial"
+    _empty_steps(trial, range(1, 40))
+    (trial / "default" / "epoch0epochstep7globalstep7" / "sub").mkdir()  # folders inside, still no file
+    report = list_checkpoints(tmp_path / "root", mounts=VOLUME, confinement=ANYWHERE)
+    assert report.checkpoints == [] and [i.id for i in report.issues] == ["empty-step-folders", "no-checkpoints"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trials, per", [(1, 100_000), (10, 2_000)])
+def test_a_hundred_thousand_empty_folders_stay_bounded(tmp_path: Path, trials: int, per: int) -> None:
+    import time
+    import tracemalloc
+
+    base = tmp_path / "root" / "checkpoints" / "root" / "exp"
+    for t in range(trials):
+        _empty_steps(base / f"trial{t}", range(1, per + 1))
+    tracemalloc.start()
+    start = time.process_time()
+    report = list_checkpoints(tmp_path / "root", mounts=VOLUME, confinement=ANYWHERE)
+    text = json.dumps(report.to_dict())
+    cpu = time.process_time() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(report.issues) == 2 and len(text) < 10_000  # one summary and "no checkpoints", not one each
+    assert report.to_dict()["empty_step_folders"] == trials * per
+    assert peak < 300 << 20 and cpu < 30  # generous: tracemalloc slows it; benchmarks/checkpoints.py --empty times it

@@ -148,6 +148,8 @@ class CheckpointReport:
     plan: RecoveryPlan | None = None
     #: checkpoints of a large tree left out of ``checkpoints`` (older, listed by name only): counted, not kept
     omitted: int = 0
+    #: AReaL step folders with no file inside, (step, path): not checkpoints, one summarised finding
+    empty_steps: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -178,6 +180,7 @@ class CheckpointReport:
             "experiments": self.experiments,
             "issues": [i.to_dict() for i in self.issues],
             "truncated": self.truncated,
+            "empty_step_folders": len(self.empty_steps),
             "plan": self.plan.to_dict() if self.plan else None,
         } | ({"listed": min(LIST_LIMIT, len(self.selected()))} if self.omitted or len(self.selected()) > LIST_LIMIT else {}))
 
@@ -351,15 +354,16 @@ def list_checkpoints(
     names = _NameWalk(resolved)
     step_dirs = names.step_dirs()
     detail = DETAIL
+    empty: set[str] = set()  # AReaL step folders found to hold no file (filled by the large-tree walk)
     while True:
         report = CheckpointReport(root=str(resolved), layout="unknown", before_step=before_step)
         if len(step_dirs) > LAZY_LIMIT:
-            walk, unchecked = _large_tree_walk(names, step_dirs, detail, before_step)
+            walk, unchecked = _large_tree_walk(names, step_dirs, detail, before_step, empty)
             cap = MAX_NAMES
         else:
             walk, unchecked = confinement.walk_files(resolved, max_entries=max_entries), set()
             cap = max_entries
-        areal, slime, hf = _scan_all(walk, resolved, confinement, report, unchecked)
+        areal, slime, hf = _scan_all(walk, resolved, confinement, report, unchecked, empty)
         if not unchecked or any(c.valid for c in areal + slime + hf) or detail >= len(step_dirs):
             break
         detail *= 8  # none of the newest is intact: look further back
@@ -369,6 +373,10 @@ def list_checkpoints(
         head.append(checkpoint_issue("truncated", "warning", f"stopped after {cap} entries; point at a deeper directory",
                                      str(resolved)))
     report.issues[:0] = head  # before what the scanners found, as a reader expects
+    if empty:  # the large-tree walk left the empty AReaL step folders out of the scan: count them here
+        report.empty_steps += [(names.areal[d], d) for d in empty]
+    if report.empty_steps:
+        report.issues.append(_empty_steps_issue(report.empty_steps, step_dirs))
     if unchecked:
         report.issues.append(checkpoint_issue(
             "large-tree", "info", f"{len(step_dirs)} step folders: the newest {len(step_dirs) - len(unchecked)} were checked "
@@ -421,6 +429,22 @@ def list_checkpoints(
     return report
 
 
+def _empty_steps_issue(empty: list[tuple[int, str]], step_dirs: list[tuple[int, str]]) -> Finding:
+    """One finding for every AReaL step folder that holds no file (not one each: a run can leave 100,000)."""
+    empty.sort()
+    step, path = empty[-1]
+    newest = max((sd[0] for sd in step_dirs), default=None)
+    trials = {p.rsplit(os.sep, 2)[0] for _s, p in empty}  # .../{trial}/{role}/<step folder>
+    where = f" across {len(trials)} trials" if len(trials) > 1 else ""
+    message = (f"{len(empty):,} step folder{'s' if len(empty) != 1 else ''}{where} hold{'' if len(empty) != 1 else 's'} "
+               f"no checkpoint (no file inside), e.g. {path}")
+    if step == newest:
+        message += f"; the newest, step {step}, is one of them: a save that stopped before writing anything"
+    else:
+        message += "; they are not counted as checkpoints (a save that never wrote, or a clean-up that left the folders)"
+    return checkpoint_issue("empty-step-folders", "warning", message, path, card_citation("recovery-checkpoint-missing"))
+
+
 def _keep_listed(report: CheckpointReport) -> None:
     """Keep the checked checkpoints and the newest listed ones; count the others.
 
@@ -434,8 +458,9 @@ def _keep_listed(report: CheckpointReport) -> None:
 
 
 def _scan_all(walk: Any, resolved: Path, confinement: Confinement, report: CheckpointReport,
-              unchecked: set[str]) -> tuple[list[Checkpoint], list[Checkpoint], list[Checkpoint]]:
-    areal = _scan_areal(walk.files, walk.dirs, confinement, report, unchecked)
+              unchecked: set[str], empty: set[str] = frozenset()) -> tuple[list[Checkpoint], list[Checkpoint], list[Checkpoint]]:
+    unreadable = [str(u) for u in walk.unreadable]
+    areal = _scan_areal(walk.files, walk.dirs, confinement, report, unchecked, empty, unreadable)
     slime = _scan_megatron(walk.files, walk.dirs, resolved, confinement, report, unchecked)
     hf = _scan_hf(walk.files, walk.dirs, confinement, {c.path for c in areal + slime})
     if unchecked:
@@ -472,7 +497,10 @@ class _NameWalk:
         self.truncated = False
         #: AReaL and Megatron step folders, named by their pattern: entered only when checked (:meth:`expand`)
         self.deferred: set[str] = set()
+        #: the AReaL step folders among them, with their step (read from the name once, here)
+        self.areal: dict[str, int] = {}
         self._seen = 0
+        self._nfiles = 0
         self._walk([str(root)])
 
     def _walk(self, stack: list[str]) -> None:
@@ -494,7 +522,10 @@ class _NameWalk:
                         continue
                     if entry.is_dir(follow_symlinks=False):
                         self.dirs.append(entry.path)
-                        if AREAL_STEP_DIR.match(entry.name) or MEGATRON_ITER_DIR.match(entry.name):
+                        areal = AREAL_STEP_DIR.match(entry.name)
+                        if areal:
+                            self.areal[entry.path] = int(areal.group(3))
+                        if areal or MEGATRON_ITER_DIR.match(entry.name):
                             self.deferred.add(entry.path)
                         else:
                             stack.append(entry.path)
@@ -504,24 +535,42 @@ class _NameWalk:
                     self.unreadable.append(entry.path)
             if names:
                 self.files[directory] = names
+                self._nfiles += len(names)
 
-    def expand(self, directories: Iterable[str]) -> None:
-        """Walk into deferred step folders (each once)."""
+    def expand(self, directories: Iterable[str]) -> set[str]:
+        """Walk into deferred step folders (each once); those with no file anywhere inside."""
         todo = [d for d in directories if d in self.deferred]
         self.deferred.difference_update(todo)
-        self._walk(todo)
+        empty = set()
+        for directory in todo:
+            try:
+                bare = not os.listdir(directory)  # most empty folders end here: no DirEntry, no sort
+            except OSError:
+                bare = False  # _walk records it as unreadable
+            if bare:
+                self._seen += 1
+                empty.add(directory)
+                continue
+            before = self._nfiles
+            self._walk([directory])
+            if self._nfiles == before and not self.truncated:
+                empty.add(directory)
+        return empty
 
     def step_dirs(self) -> list[tuple[int, str]]:
         out = []
+        areal = self.areal
         for d in self.dirs:
-            step = _step_of(os.path.basename(d))
+            step = areal.get(d)
+            if step is None:
+                step = _step_of(os.path.basename(d))
             if step is not None:
                 out.append((step, d))
         return out
 
 
 def _large_tree_walk(names: _NameWalk, step_dirs: list[tuple[int, str]], detail: int,
-                     before_step: int | None) -> tuple[Any, set[str]]:
+                     before_step: int | None, empty: set[str]) -> tuple[Any, set[str]]:
     """A walk result that stats only the newest ``detail`` step folders (before ``before_step``) and files outside step folders.
 
     Returns it with the step folders left unchecked. Files inside an unchecked folder
@@ -531,10 +580,20 @@ def _large_tree_walk(names: _NameWalk, step_dirs: list[tuple[int, str]], detail:
     from rlmedic.confine import WalkResult
 
     wanted = [sd for sd in step_dirs if before_step is None or sd[0] < before_step] or step_dirs
-    newest = {d for _step, d in sorted(wanted, key=lambda sd: (sd[0], sd[1]))[-detail:]}
-    names.expand(newest)
+    # the newest ``detail`` folders that hold something: an empty AReaL step folder (found when
+    # entered, and added to ``empty``) is no checkpoint, so the next newest is entered instead, in
+    # growing batches (an empty Megatron iter_ folder is a damaged save the tracker may name: checked)
+    candidates = [d for _step, d in sorted(wanted, key=lambda sd: (sd[0], sd[1])) if d not in empty]
+    newest: set[str] = set()
+    end, batch = len(candidates), detail
+    while len(newest) < detail and end > 0:
+        take = candidates[max(0, end - max(batch, detail - len(newest))):end]
+        end -= len(take)
+        empty |= names.expand(take).intersection(names.areal)
+        newest.update(d for d in take if d not in empty)
+        batch *= 2
     all_steps = {d for _step, d in step_dirs}
-    unchecked = all_steps - newest
+    unchecked = all_steps - newest - empty
     owner: dict[str, str | None] = {}
 
     def step_dir_of(directory: str) -> str | None:
@@ -551,8 +610,11 @@ def _large_tree_walk(names: _NameWalk, step_dirs: list[tuple[int, str]], detail:
             owner[directory] = found
         return owner[directory]
 
-    walk = WalkResult(dirs=[Path(d) for d in names.dirs], truncated=names.truncated,
-                      unreadable=[Path(u) for u in names.unreadable])
+    # an AReaL step folder found empty (and what is inside it) is left out: no checkpoint, no Path object
+    # (100,000 of them cost seconds); list_checkpoints summarises them in one finding
+    gone = empty  # AReaL step folders only
+    dirs = [Path(d) for d in names.dirs if not gone or (d not in gone and (d in all_steps or step_dir_of(d) not in gone))]
+    walk = WalkResult(dirs=dirs, truncated=names.truncated, unreadable=[Path(u) for u in names.unreadable])
     for directory, files in names.files.items():
         if step_dir_of(directory) in unchecked:
             base = os.path.basename(directory)
@@ -617,12 +679,18 @@ def _name_mismatch(experiment: str | None, trial: str | None, seen: dict[str, li
 
 
 def _scan_areal(files: list[FileEntry], dirs: list[Path], confinement: Confinement, report: CheckpointReport,
-                unchecked: frozenset[str] | set[str] = frozenset()) -> list[Checkpoint]:
+                unchecked: frozenset[str] | set[str] = frozenset(), empty: frozenset[str] | set[str] = frozenset(),
+                unreadable: list[str] | None = None) -> list[Checkpoint]:
     out: list[Checkpoint] = []
     file_set = {str(f.path) for f in files if f.path.name == "step_info.json"}
     dir_set = {str(d) for d in dirs if d.name == "recover_info"}
     for directory, group in _group(files, dirs, lambda d: AREAL_STEP_DIR.match(d.name)).items():
         m = AREAL_STEP_DIR.match(directory.name)
+        text = str(directory)
+        if text in empty or (not group and text not in unchecked
+                             and not any(u == text or u.startswith(text + os.sep) for u in unreadable or ())):
+            report.empty_steps.append((int(m.group(3)), text))  # no file at all: not a checkpoint
+            continue
         user, exp, trial, role = _areal_names(directory)
         ckpt = Checkpoint("areal_hf", str(directory), step=int(m.group(3)), epoch=int(m.group(1)),
                           epoch_step=int(m.group(2)), user=user, experiment=exp, trial=trial, role=role)
