@@ -50,7 +50,7 @@ def classify(path: Path, peek: bytes) -> str:
     """``log``, ``config``, ``snapshot``, ``env`` (pip freeze, pip list, conda list, ``rlmedic env --json``:
     the training environment's versions, recognised by content) or ``checkpoints`` for one attachment."""
     if path.is_dir():
-        from rlmedic.tools.runs.diagnose import run_kind
+        from rlmedic.tools.runs.locate import run_kind
 
         if run_kind(path):  # a W&B run, a wandb/ folder or a TensorBoard log folder: diagnose reads its curves
             return "log"

@@ -56,7 +56,7 @@ def test_watch_follows_a_live_tensorboard_run(tmp_path: Path, monkeypatch: pytes
     for f in tmp_path.iterdir():
         os.utime(f, (now[0] - 3 * 3600, now[0] - 3 * 3600))
     stalled = watcher.tick()
-    assert [a.kind for a in stalled] == ["stall"] and "last step 201" in stalled[0].summary
+    assert [a.kind for a in stalled] == ["stall"] and "stopped at step 201" in stalled[0].summary
     assert watcher.tick() == []
     writer.close()
 

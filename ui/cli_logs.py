@@ -181,7 +181,7 @@ def register(app: typer.Typer) -> None:
 
         env = env_versions(env_file)
         if all_runs:
-            from rlmedic.tools.runs.diagnose import every_run
+            from rlmedic.tools.runs.locate import every_run
 
             paths = [run for p in paths for run in every_run(p)]
         diagnosis = _run("diagnose", paths)

@@ -96,7 +96,7 @@ def watch(
     where, sink = choose_sink(slack_channel, webhook)
     options = WatchOptions(interval=interval, stall_minutes=stall_minutes, zero_reward_steps=zero_reward_steps,
                            checkpoints=str(checkpoints) if checkpoints else None, from_start=not from_end)
-    from rlmedic.tools.runs.diagnose import run_kind
+    from rlmedic.tools.runs.locate import run_kind
 
     if any(run_kind(p) for p in paths):  # W&B / TensorBoard run folders, metric dumps: their curves
         from rlmedic.tools.runs.watch import RunWatcher

@@ -141,10 +141,12 @@ def diagnose(
     paths = list(paths)
     if not paths and not streams:
         raise UserError("no log path given")
-    from rlmedic.tools.runs.diagnose import diagnose_runs, merge, split_run_paths
+    from rlmedic.tools.runs.locate import split_run_paths
 
     run_paths, paths = split_run_paths(paths, confinement)
     if run_paths:
+        from rlmedic.tools.runs.diagnose import diagnose_runs, merge
+
         runs = diagnose_runs(run_paths, confinement=confinement, all_runs=all_runs)
         if not paths and not streams:
             return runs

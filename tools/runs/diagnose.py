@@ -20,83 +20,16 @@ from typing import Any
 from rlmedic.errors import UserError
 from rlmedic.tools.runs.curves import Curve, Run, read_file_bytes
 from rlmedic.tools.runs.detectors import Detection, builtin_rules, detect
+from rlmedic.tools.runs.locate import expand, run_kind, split_run_paths, every_run  # noqa: F401 - re-exported
 from rlmedic.tools.runs.vocabulary import builtin_vocabulary
 from rlmedic.types import Citation, Finding, Fix, severity_rank
 
-#: How deep below a folder TensorBoard event files are looked for (verl: tensorboard_log/<project>/<experiment>/)
-TB_DEPTH = 3
 #: Points of each curve an answer carries for a plot (the web app, Slack's PNG)
 PLOT_POINTS = 300
 _ROLE = {"critical": "cause", "error": "cause", "warning": "symptom", "info": "symptom"}
 
 
 # ------------------------------------------------------------------ what a path is --
-
-
-def _event_dirs(root: Path, depth: int = TB_DEPTH) -> list[Path]:
-    from rlmedic.tools.runs.tensorboard import EVENT_GLOB
-
-    found: list[Path] = []
-    base = len(root.parts)
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        if any(f.startswith(EVENT_GLOB) for f in filenames):
-            found.append(here)
-        if len(here.parts) - base >= depth:
-            dirnames[:] = []
-        dirnames[:] = [d for d in dirnames if not d.startswith(".")][:200]
-        if len(found) > 200:
-            break
-    return found
-
-
-def run_kind(path: Path, head: bytes | None = None) -> str | None:
-    """``wandb-root``, ``wandb-run``, ``tensorboard``, ``dump`` or None (a log or anything else)."""
-    from rlmedic.tools.runs import dumps, tensorboard, wandb
-
-    try:
-        if path.is_dir():
-            if wandb.is_wandb_root(path):
-                return "wandb-root"
-            if wandb.is_run_dir(path):
-                return "wandb-run"
-            if tensorboard.is_logdir(path):
-                return "tensorboard"
-            names = [p.name for p in list(path.iterdir())[:500]]
-            if any(n.endswith((".log", ".txt", ".out", ".err", ".gz")) for n in names):
-                return None  # a folder of logs (a TensorBoard folder inside it is not what was meant)
-            if "wandb" in names and wandb.is_wandb_root(path / "wandb"):
-                return "wandb-root"
-            return "tensorboard" if _event_dirs(path) else None
-        if path.name.endswith(".wandb"):
-            return "wandb-run"
-        if path.name.lower().endswith(".zip"):
-            from rlmedic.tools.runs.archive import holds_runs
-
-            return "zip" if holds_runs(path) else None
-        if path.name.startswith(tensorboard.EVENT_GLOB):
-            return "tensorboard"
-        if path.name.lower().endswith(dumps.SUFFIXES):
-            if head is None:
-                with open(path, "rb") as fh:
-                    head = fh.read(16384)
-            return "dump" if dumps.is_dump(path, head) else None
-    except OSError:
-        return None
-    return None
-
-
-def _expand(kind: str, path: Path, all_runs: bool) -> list[tuple[str, Path]]:
-    from rlmedic.tools.runs import wandb
-
-    if kind == "wandb-root":
-        root = path / "wandb" if not wandb.is_wandb_root(path) else path
-        runs = wandb.runs_in(root)
-        return [("wandb-run", r) for r in (runs if all_runs else runs[-1:])]
-    if kind == "tensorboard" and path.is_dir() and not any(p.name.startswith("events.out.tfevents.") for p in path.iterdir()):
-        dirs = sorted(_event_dirs(path), key=lambda d: max(f.stat().st_mtime for f in d.iterdir() if f.is_file()))
-        return [("tensorboard", d) for d in (dirs if all_runs else dirs[-1:])]
-    return [(kind, path)]
 
 
 def load_run(kind: str, path: Path, confinement: Any = None) -> Run:
@@ -154,9 +87,11 @@ def _summary(det: Detection, run: Run) -> str:
         when = datetime.fromtimestamp(n["last_write"], tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         gap = f", {n['silent_s'] / n['step_interval_s']:.0f}x the usual {n['step_interval_s']:.3g} s between steps" \
             if n.get("step_interval_s") else ""
-        what = "no exit record" if run.source == "wandb" else f"{run.source} keeps no exit record"
-        return (f"{r['title']} ({what}; last step {n['last_step']}, last write {when}, silent for "
-                f"{n['silent_s'] / 3600:.1f} h{gap}): W&B would still show it running")
+        if run.source == "wandb":
+            return (f"{r['title']} (no exit record; last step {n['last_step']}, last write {when}, silent for "
+                    f"{n['silent_s'] / 3600:.1f} h{gap}): W&B still shows it running")
+        return (f"the run stopped at step {n['last_step']} ({run.source} keeps no exit record; last write {when}, "
+                f"silent for {n['silent_s'] / 3600:.1f} h{gap}): if it was meant to go further, it stopped without finishing")
     if r["check"] == "nonfinite":
         return f"{r['title']} ({det.key} became {n['value']} at step {det.step}; before {_fmt(det.before)})"
     if r["check"] == "zero_streak":
@@ -213,7 +148,12 @@ def finding_for(det: Detection, run: Run, *, label: str = "") -> Finding:
         summary = f"{label}: {summary}"
     card = str(rule.get("card") or "")
     citations = [Citation.card(card)] if card else []
-    return Finding(id=rule["id"], category=rule["category"], severity=rule["severity"], summary=summary,
+    severity = rule["severity"]
+    if rule["check"] == "stopped" and run.source != "wandb":
+        # TensorBoard and dumps keep no exit record: a finished run looks the same, so it is only a warning
+        severity = "warning"
+        evidence["role"] = "symptom"
+    return Finding(id=rule["id"], category=rule["category"], severity=severity, summary=summary,
                    file=run.path, line=None, key=det.key, rule=rule["id"], evidence=evidence,
                    fixes=_fixes(rule, run.framework), citations=citations, card=card)
 
@@ -285,7 +225,7 @@ def _diagnose_runs(paths: list[Any], confinement: Any, all_runs: bool, now: floa
             kind = run_kind(path)
             if kind is None or kind == "zip":
                 raise UserError(f"{raw}: no W&B or TensorBoard run in this archive")
-        found = _expand(kind, path, all_runs)
+        found = expand(kind, path, all_runs)
         if not found:
             raise UserError(f"{raw}: no runs in this folder")
         targets += found
@@ -397,32 +337,3 @@ def merge(curves: Any, log: Any) -> Any:
         health["verdict"] = "failed"
     stats["health"] = health
     return Diagnosis(findings=findings, root=root, stats=stats, hits=log.hits, files=log.files)
-
-
-def split_run_paths(paths: list[Any], confinement: Any = None) -> tuple[list[Any], list[Any]]:
-    """``(run paths, other paths)``: what :func:`diagnose_runs` reads and what stays a log. Cheap for logs
-    (a name check); a path that does not resolve stays with the logs, whose reader reports it."""
-    runs, logs = [], []
-    for raw in paths:
-        try:
-            path = confinement.existing(raw) if confinement is not None else Path(raw)
-        except (UserError, OSError):
-            logs.append(raw)
-            continue
-        head = None
-        if path.is_file() and path.name.lower().endswith((".jsonl", ".csv", ".ndjson")) and confinement is not None:
-            try:
-                head = confinement.read_bytes(path, max_bytes=16384)
-            except (UserError, OSError):
-                head = b""
-        (runs if run_kind(path, head) else logs).append(raw)
-    return runs, logs
-
-
-def every_run(path: Path) -> list[Path]:
-    """A ``wandb/`` folder or a folder of TensorBoard runs as all its run folders (``diagnose --all``);
-    any other path as itself."""
-    kind = run_kind(path) if path.exists() else None
-    if kind in ("wandb-root", "tensorboard"):
-        return [p for _k, p in _expand(kind, path, True)]
-    return [path]

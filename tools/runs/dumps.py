@@ -14,7 +14,7 @@ from typing import Any
 
 from rlmedic.tools.runs.curves import Run, make_curve, median_interval, read_file_bytes
 
-SUFFIXES = (".jsonl", ".csv", ".ndjson")
+from rlmedic.tools.runs.locate import DUMP_SUFFIXES as SUFFIXES  # noqa: E402 - one list of dump suffixes
 _WALL_KEYS = ("_timestamp", "timestamp", "wall_time", "time")
 
 

@@ -20,30 +20,14 @@ from typing import Any
 
 from rlmedic.errors import UserError
 from rlmedic.tools.runs.curves import Run, make_curve, median_interval, read_file_bytes
+from rlmedic.tools.runs.locate import EVENT_GLOB, event_files, is_logdir  # noqa: F401 - re-exported
 
-EVENT_GLOB = "events.out.tfevents."
 #: one scalar record: frame length (< 256), CRC, Event{wall_time, [step], summary{value{tag, simple_value}}}, CRC
 _SCALAR = re.compile(
     rb"(.)\x00{7}.{4}\x09(.{8})(?:\x10([\x80-\xff]{0,9}[\x00-\x7f]))?\x2a(.)\x0a(.)\x0a(.)([^\x00-\x1f\x7f]*?)\x15(.{4}).{4}",
     re.DOTALL,
 )
 _EXTRA = "tensorboard"
-
-
-def is_logdir(path: Path) -> bool:
-    """Whether ``path`` is (or directly holds) TensorBoard event files."""
-    if path.is_file():
-        return path.name.startswith(EVENT_GLOB)
-    try:
-        return any(p.name.startswith(EVENT_GLOB) for p in path.iterdir())
-    except OSError:
-        return False
-
-
-def event_files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    return sorted((p for p in path.iterdir() if p.name.startswith(EVENT_GLOB) and p.is_file()), key=lambda p: p.name)
 
 
 def _varint(b: bytes) -> int:

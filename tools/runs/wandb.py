@@ -25,13 +25,13 @@ from typing import Any
 
 from rlmedic.errors import UserError
 from rlmedic.tools.runs.curves import Run, make_curve, median_interval, read_file_bytes
+from rlmedic.tools.runs.locate import RUN_DIR, is_run_dir, is_wandb_root, runs_in  # noqa: F401 - re-exported
 
 HEADER = b":W&B"
 HEADER_LEN = 7
 BLOCK = 32 * 1024
 CHUNK_HEADER = 7  # crc32 (4) + length (2) + type (1)
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
-RUN_DIR = re.compile(r"^(?:offline-)?run-\d{8}_\d{6}-\w+$")
 #: Console lines kept from the transaction log when the folder has no output.log
 MAX_OUTPUT_LINES = 4000
 _INTERNAL = ("_runtime", "_timestamp", "_step", "_wandb")
@@ -99,24 +99,6 @@ def _load_protos_only() -> Any:
             if sys.modules.get(name) is module:
                 del sys.modules[name]
     return loaded["wandb_internal_pb2"]
-
-
-def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and (RUN_DIR.match(path.name) is not None or any(path.glob("run-*.wandb")))
-
-
-def is_wandb_root(path: Path) -> bool:
-    """A ``wandb/`` folder: it holds run folders."""
-    try:
-        return path.is_dir() and any(RUN_DIR.match(p.name) and p.is_dir() for p in path.iterdir())
-    except OSError:
-        return False
-
-
-def runs_in(root: Path) -> list[Path]:
-    """The run folders of a ``wandb/`` folder, oldest first (their names carry the start time)."""
-    return sorted((p for p in root.iterdir() if RUN_DIR.match(p.name) and p.is_dir()),
-                  key=lambda p: p.name.split("run-", 1)[1])
 
 
 def records(data: bytes) -> Any:

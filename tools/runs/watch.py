@@ -28,7 +28,7 @@ _KINDS = {"zero-reward": "zero_reward", "nonfinite": "nan", "grad-norm-spike": "
 class RunWatcher:
     def __init__(self, paths: list[str], options: WatchOptions | None = None, *,
                  clock: Callable[[], float] = time.time) -> None:
-        from rlmedic.tools.runs.diagnose import run_kind
+        from rlmedic.tools.runs.locate import run_kind
 
         self.options = options or WatchOptions()
         self.clock = clock
@@ -78,7 +78,8 @@ class RunWatcher:
 
     def tick(self) -> list[Alert]:
         from rlmedic.tools.runs.detectors import detect
-        from rlmedic.tools.runs.diagnose import _expand, finding_for, load_run, run_kind
+        from rlmedic.tools.runs.diagnose import finding_for, load_run
+        from rlmedic.tools.runs.locate import expand, run_kind
         from rlmedic.tools.runs.vocabulary import builtin_vocabulary
 
         alerts: list[Alert] = []
@@ -87,7 +88,7 @@ class RunWatcher:
             kind = run_kind(Path(path))
             if kind is None:
                 continue
-            for sub_kind, sub in _expand(kind, Path(path), False):
+            for sub_kind, sub in expand(kind, Path(path), False):
                 key = str(sub)
                 sig = self._signature(key)
                 stale_check = key in self.last  # an unchanged run is checked only for having stopped
