@@ -477,7 +477,8 @@ def wire_repair(inner: Any, *, max_calls: int | None = None, max_arg_chars: int 
             _note("the server answered a streaming request with one JSON body; it was read as one chunk")
             sse = _json_as_sse(body) if len(body) <= MAX_JSON_BODY else _json_as_sse(b"")
             headers = [(k, v) for k, v in headers if k.lower() != "content-type"] + [("content-type", "text/event-stream")]
-            return httpx2.Response(200, headers=headers, content=sse, request=request)
+            return httpx2.Response(200, headers=headers, stream=RepairedStream([sse], calls_cap, args_cap),
+                                   request=request)
 
         def close(self) -> None:
             inner.close()

@@ -8,7 +8,7 @@ over real HTTP/SSE; the engine runs unchanged. Add a behaviour by adding a file.
 
 Expectations (all optional): ``engine``, ``category``, ``root_cause``/``fixes``/``citations``
 (non-empty), ``notices`` (substrings of some notice), ``answer_contains`` /
-``answer_excludes``, ``answer_starts``, ``summary_contains``, ``stream_excludes`` / ``stream_starts``
+``no_notice`` (a substring no notice may hold), ``answer_excludes``, ``answer_starts``, ``summary_contains``, ``stream_excludes`` / ``stream_starts``
 (streamed text), ``sent_excludes`` (anything sent
 back to the model), ``tools_ok`` (tools that ran successfully), ``no_tool_arg`` (text no
 tool call's arguments may contain), ``requests`` (chat requests made), ``max_seconds``,
@@ -81,6 +81,8 @@ def test_scenario(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
             assert getattr(answer, part), f"{part} is empty"
     for text in expect.get("notices", []):
         assert any(text in n for n in notices), (text, notices)
+    if "no_notice" in expect:  # e.g. the safety net did not have to stand in for an unparsed call
+        assert not any(expect["no_notice"] in n for n in notices), notices
     for text in expect.get("answer_contains", []):
         assert text in answer.answer, answer.answer
     for text in expect.get("answer_excludes", []):
