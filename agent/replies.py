@@ -73,6 +73,10 @@ _CAUSES: dict[str, str] = {
     "sglang": r"\bsglang\b|inference (?:server|engine)|rollout (?:server|engine)|\bvllm\b",
     "reward": r"reward.{0,40}(?:collaps|zero|drop|constant|stuck)",
     "weights": r"weight.{0,12}(?:sync|update|transfer|broadcast)",
+    # "nothing is wrong" is a claim too: against a root cause the tools found, it ignores them
+    "healthy": r"\bno (?:errors?|problems?|issues?|failures?)\b(?! (?:in|with) (?:the )?(?:rollout|sglang|engine))|"
+               r"(?:looks|seems|is|was|ran) (?:healthy|fine|normal|ok)\b|nothing (?:wrong|abnormal|unusual)|"
+               r"completed successfully|finished successfully",
 }
 #: Which of those names each category of the shared vocabulary.
 _FAMILY = {"oom_generation": "oom", "oom_training": "oom", "oom_weight_update": "oom", "nccl_timeout": "nccl",

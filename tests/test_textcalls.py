@@ -96,6 +96,8 @@ def test_a_question_back_for_evidence() -> None:
     ("Root cause: NaN loss after step 10.", "nccl_timeout", "nan"),
     ("Root cause: unclear, more logs would help.", "oom_training", ""),
     ("Root cause: an NCCL timeout.", "config_constraint", ""),  # a loose category contradicts nothing
+    ("I found no errors in the log; the run looks healthy.", "oom_training", "healthy"),  # ignores the result
+    ("Root cause: CUDA OOM in the trainer; SGLang was fine.", "oom_training", ""),
 ])
 def test_a_cause_against_the_tools(text: str, category: str, against: str) -> None:
     assert replies.contradiction(text, category) == against
