@@ -60,6 +60,8 @@ class Run:
     framework: str = ""
     #: a text log the run folder holds (W&B files/output.log), diagnosed beside the curves
     log_file: str = ""
+    #: every metric key the run logged (``curves`` may hold only those the checks read)
+    keys: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -37,7 +37,8 @@ def load_run(kind: str, path: Path, confinement: Any = None) -> Run:
 
     vocab = builtin_vocabulary()
     if kind == "wandb-run":
-        run = wandb.read_run(path, confinement)
+        # only the numbers the checks read are parsed (most of a long run's cost); every key is still listed
+        run = wandb.read_run(path, confinement, select=lambda keys: set(vocab.assign(keys, vocab.framework_of(keys)).values()))
     elif kind == "tensorboard":
         run = tensorboard.read_logdir(path, confinement)
     elif kind == "dump":
@@ -46,7 +47,7 @@ def load_run(kind: str, path: Path, confinement: Any = None) -> Run:
         raise UserError(f"{path}: not a W&B run, TensorBoard log folder or metric dump")
     for k in vocab.step_keys:
         run.curves.pop(k, None)
-    run.framework = vocab.framework_of(list(run.curves))
+    run.framework = vocab.framework_of(run.keys or list(run.curves))
     return run
 
 
@@ -184,7 +185,7 @@ def _checked(run: Run, keys: dict[str, str]) -> list[str]:
         else:
             missing.append(f"{rule['id']} (no {vocab.concepts[concept].label} metric)")
     steps = run.last_step
-    out = [f"{run.source} run {run.name}: {len(run.curves)} curves, "
+    out = [f"{run.source} run {run.name}: {len(run.keys or run.curves)} metrics, "
            + (f"last step {steps}" if steps is not None else "no steps")
            + (f", framework {run.framework}" if run.framework else "")]
     out.append("checks: " + "; ".join(done))
@@ -254,7 +255,7 @@ def _diagnose_runs(paths: list[Any], confinement: Any, all_runs: bool, now: floa
             last_step = max(last_step or 0, run.last_step)
         if run.framework:
             frameworks.add(run.framework)
-        runs.append({"path": run.path, "source": run.source, "name": run.name, "curves": len(run.curves),
+        runs.append({"path": run.path, "source": run.source, "name": run.name, "curves": len(run.keys or run.curves),
                      "points": sum(c.total for c in run.curves.values()), "last_step": run.last_step,
                      "finished": run.finished, "exit_code": run.exit_code, "framework": run.framework,
                      "concepts": keys, "notes": run.notes})

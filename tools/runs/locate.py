@@ -107,13 +107,13 @@ def run_kind(path: Path, head: bytes | None = None) -> str | None:
 
 
 def expand(kind: str, path: Path, all_runs: bool) -> list[tuple[str, Path]]:
-    from rlmedic.tools.runs import wandb
-
+    """The runs a path stands for: a ``wandb/`` folder's newest run (all with ``all_runs``), a folder of
+    TensorBoard runs' newest (by its files' times), anything else itself."""
     if kind == "wandb-root":
         root = path / "wandb" if not is_wandb_root(path) else path
         runs = runs_in(root)
         return [("wandb-run", r) for r in (runs if all_runs else runs[-1:])]
-    if kind == "tensorboard" and path.is_dir() and not any(p.name.startswith("events.out.tfevents.") for p in path.iterdir()):
+    if kind == "tensorboard" and path.is_dir() and not any(p.name.startswith(EVENT_GLOB) for p in path.iterdir()):
         dirs = sorted(event_dirs(path), key=lambda d: max(f.stat().st_mtime for f in d.iterdir() if f.is_file()))
         return [("tensorboard", d) for d in (dirs if all_runs else dirs[-1:])]
     return [(kind, path)]

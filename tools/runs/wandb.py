@@ -21,7 +21,7 @@ import re
 import struct
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rlmedic.errors import UserError
 from rlmedic.tools.runs.curves import Run, make_curve, median_interval, read_file_bytes
@@ -137,30 +137,34 @@ def records(data: bytes) -> Any:
             pending = []
 
 
-def _group(items: list[tuple[bytes, bytes]], steps: list[int], counts: list[int],
-           walls: list[bytes]) -> dict[str, tuple[Any, Any]]:
-    """key -> (steps, values) from the items of all history records at once (numpy does the grouping)."""
+def _group(items: list[tuple[bytes, bytes]], steps: list[int], counts: list[int], walls: list[bytes],
+           select: Callable[[list[str]], set[str]] | None = None) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
+    """key -> (steps, values) from the items of all history records at once (numpy does the grouping),
+    and every key seen. ``select`` picks, from all keys, those whose values are parsed (the ones the
+    checks read: parsing a number is most of the cost of a long run); None parses all."""
     import numpy as np
 
     if not items:
-        return {}
-    raws, values = zip(*items)
+        return {}, []
+    raws = [k for k, _v in items]
     ids_of: dict[bytes, int] = {raw: i for i, raw in enumerate(dict.fromkeys(raws))}
+    names = {raw: raw.decode("utf-8", "replace") for raw in ids_of}
+    every = [n for n in names.values() if not n.startswith("_")]
+    wanted = select(every) if select is not None else set(every)
     ids = np.fromiter(map(ids_of.__getitem__, raws), dtype=np.int32, count=len(raws))
-    vals = np.asarray(_floats(values), dtype=np.float64)
     item_steps = np.repeat(np.asarray(steps, dtype=np.int64), counts)
     out: dict[str, tuple[Any, Any]] = {}
     order = np.argsort(ids, kind="stable")
     bounds = np.searchsorted(ids[order], np.arange(len(ids_of) + 1))
     for raw, i in ids_of.items():
-        key = raw.decode("utf-8", "replace")
-        sel = order[bounds[i]:bounds[i + 1]]
-        if key.startswith("_"):
-            if key == "_timestamp":
-                walls += [values[j] for j in sel.tolist()]
+        key = names[raw]
+        sel = order[bounds[i]:bounds[i + 1]].tolist()
+        if key == "_timestamp":
+            walls += [items[j][1] for j in sel]
+        if key not in wanted:
             continue
-        out[key] = (item_steps[sel], vals[sel])
-    return out
+        out[key] = (item_steps[sel], np.asarray(_floats([items[j][1] for j in sel]), dtype=np.float64))
+    return out, every
 
 
 def _floats(raw: Any) -> list[float]:
@@ -218,7 +222,8 @@ def _history_fast(payload: bytes) -> tuple[int, list[tuple[bytes, bytes]]] | Non
     return int(m.group(1)), items
 
 
-def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True) -> list[str]:
+def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
+                         select: Callable[[list[str]], set[str]] | None = None) -> list[str]:
     """Fill ``run`` from a transaction log's bytes; the console lines it carried (bounded).
 
     History records (one per logged step, most of the file with summary records) are read off
@@ -285,7 +290,8 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True) -> 
             output.append(line)
             if len(output) > 2 * MAX_OUTPUT_LINES:
                 del output[:MAX_OUTPUT_LINES]
-    series = _group(items, steps, counts, walls)
+    series, every = _group(items, steps, counts, walls, select)
+    run.keys = sorted(set(run.keys) | set(every) | set(slow))
     for key in {*series, *slow}:
         k_steps, values = series.get(key, ([], []))
         if key in slow:
@@ -332,7 +338,7 @@ def _walk(value: Any, prefix: str) -> Any:
         yield prefix, value
 
 
-def read_run(path: Path, confinement: Any = None) -> Run:
+def read_run(path: Path, confinement: Any = None, select: Callable[[list[str]], set[str]] | None = None) -> Run:
     """One W&B run folder (or its ``.wandb`` file) as a :class:`Run`."""
     folder = path.parent if path.is_file() else path
     logs = [path] if path.is_file() else sorted(folder.glob("run-*.wandb"))
@@ -345,7 +351,7 @@ def read_run(path: Path, confinement: Any = None) -> Run:
         data = read_file_bytes(log, confinement)
         mtimes.append(os.stat(log).st_mtime)
         try:
-            output = read_transaction_log(data, run) or output
+            output = read_transaction_log(data, run, select=select) or output
         except UserError as exc:
             raise UserError(f"{log}: {exc}") from None
     files = folder / "files"
