@@ -64,6 +64,7 @@ class FakeGitHub:
     hostile: dict[str, str] = field(default_factory=dict)  # path regex -> a key of HOSTILE
     trickle_s: float = 0.2
     sent: dict[str, int] = field(default_factory=dict)  # behaviour -> bytes sent (how far a client let it go)
+    errors: list[str] = field(default_factory=list)  # connections that failed, e.g. plain HTTP sent to the TLS port
 
     # -- test helpers ------------------------------------------------------------------
     def add_issue(self, repo: str, number: int, *, timeline: list[dict[str, Any]] | None = None, **fields: Any) -> dict[str, Any]:
@@ -314,10 +315,17 @@ class FakeGitHubServer:
 
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(*tls)
-            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+            # the handshake in the handler thread, so a failed one (plain HTTP: the token in clear) is recorded
+            self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True, do_handshake_on_connect=False)
             scheme = "https"
+        self.httpd.handle_error = self._record_error  # type: ignore[method-assign]
         fake.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def _record_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        self.fake.errors.append(repr(sys.exc_info()[1]))
 
     def __enter__(self) -> FakeGitHub:
         self.thread.start()

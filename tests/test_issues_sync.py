@@ -436,4 +436,4 @@ def test_a_link_from_https_to_http_is_not_followed(tmp_path: Path) -> None:
         client = GitHubClient(github.url, token="tok-secret", verify=ssl.create_default_context(cafile=cert))
         with client, pytest.raises(UserError, match=r"from https to http .*unencrypted"):
             list(client.paginate(client.url(f"repos/{REPO}/issues", {"state": "closed"})))
-    assert len(github.log) == 1  # page 1 over TLS; nothing sent to http://
+    assert len(github.log) == 1 and github.errors == []  # page 1 over TLS; nothing sent in clear to the same port
