@@ -5,7 +5,7 @@ decides what can be said and what applies, and joins the sections of
 :mod:`rlmedic.agent.sections` (each a pure function) in the order the question asks for:
 
 1. a known upstream issue, only when its error string, pattern or exception is in the evidence and
-   its framework agrees (at most two related ones, behind ``--verbose``, each saying what matched);
+   its framework agrees (at most two related ones, each saying what matched);
 2. what failed, with the marked evidence line and at most two lines of its context, and the values
    the attached config sets for the settings involved; or the verdict: healthy, finished, or
    "nothing to diagnose here" (never a cause taken from cards without evidence);
@@ -24,6 +24,7 @@ referred to in one line. The short answer is about 40 lines for one root; the re
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any, Sequence
 
@@ -71,8 +72,11 @@ def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evide
     repeat_root = case.root is not None and (not follow or fresh_root or bool({"cause", "fixes"} & set(case.leads))
                                              or (not case.leads and len(inq.question.split()) <= 6))
     show_cause = case.root is not None and (not follow or fresh_root or "cause" in case.leads)
+    about_failure = not follow or repeat_root
 
     lead_known, related = _known(inq, case, texts, kb) if (repeat_root or not follow) else (None, [])
+    if case.nothing and (lead_known is not None or related):  # a known error string is something to go on
+        case = dataclasses.replace(case, nothing=False)
     cards = _cards(inq, case, kb, follow=follow, repeat_root=repeat_root)
     docs, docs_lead = _docs(inq, case, kb)
 
@@ -112,7 +116,13 @@ def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evide
         if lead in order:
             order.remove(lead)
             order.insert(0, lead)
-    order.insert(0, "known")
+    # a known issue that is this exact bug leads; demoted or related ones follow the run's own evidence
+    order.insert(0 if lead_known is not None else len(order), "known")
+    if about_failure:  # a fix upstream already made for this traceback, after the user's version
+        from rlmedic.agent import upstream as U
+
+        parts["upstream"] = U.section(case.evidence)
+        order.insert(1, "upstream")
     # the root is told where its subject is told (a damaged newest save heads the checkpoint facts)
     home = {"checkpoints": "plan", "gpus": "gpus"}.get(case.root_ev.subject if case.root_ev else "", "")
     if home and parts["cause"]:
@@ -141,6 +151,10 @@ def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evide
     answer.answer = text
     answer.more = more
     answer.fixes = list(chosen)
+    if about_failure:
+        from rlmedic.agent import upstream as U
+
+        answer.upstream_fixes = U.upstream_dicts(case.evidence)
     answer.config_diff = diff
     _structured(answer, case, lead_known, cards)
     answer.details = [line.text for name in ("known", "gpus", "plan", "config") for line in parts[name].lines]
@@ -230,7 +244,7 @@ def _known(inq: Inquiry, case: Case, texts: list[str], kb: Any) -> tuple[Any, li
     from rlmedic.knowledge.known.answer import leading
     from rlmedic.versions import read_versions
 
-    if case.nothing or (case.healthy and not case.asks_problem):
+    if case.healthy and not case.asks_problem:
         return None, []
     carried = {p: v for e in case.evidence for p, v in e.versions.items()}
     versions = {**carried, **read_versions(inq.question, *texts)} if carried else None
@@ -252,20 +266,22 @@ def _cards(inq: Inquiry, case: Case, kb: Any, *, follow: bool, repeat_root: bool
     named = [case.root.card] if case.root is not None and case.root.card and repeat_root else []
     if case.root is None and case.looked:  # warnings only: the card a warning names
         named = [f.card for e in case.looked for f in e.findings + e.advice if f.card][:1]
-    for card_id in named:
-        card = card_by_id(card_id)
-        if card and card.category not in case.ruled_out and _card_fits(card, case.framework):
-            out.append((card, 1.0))
     search = (lambda q: kb.search(q, k + 4, kind="card")) if kb is not None else (lambda q: [])
     query = inq.question if (follow and not repeat_root) else _topic(inq)
     if case.root is not None and repeat_root:
         query = f"{query} {case.root.summary}"
-    if out:
-        first = out[0][0]
-        if case.framework and case.framework not in first.frameworks:
+    for card_id in named:
+        card = card_by_id(card_id)
+        if not card or card.category in case.ruled_out:
+            continue
+        if case.framework and case.framework not in card.frameworks:
+            # the same problem's card for the framework in play leads (its keys); a generic one follows
             own = [c for c in (card_by_id(h.card_id) for h in search(query))
-                   if c is not None and case.framework in c.frameworks and c.category == first.category]
-            out = [(own[0], 1.0), *out] if own else out
+                   if c is not None and case.framework in c.frameworks and c.category == card.category]
+            out += [(own[0], 1.0)] if own else []
+        if _card_fits(card, case.framework):
+            out.append((card, 1.0))
+    if out:
         return out
     if (case.root is not None and repeat_root) or (case.looked and not follow):
         return []  # a root without a card, or files with nothing specific: no card is guessed
@@ -308,11 +324,15 @@ def _docs(inq: Inquiry, case: Case, kb: Any) -> tuple[list[Any], list[Any]]:
         if case.root is not None:
             line = str(case.root.evidence.get("line_text") or "")
             query = f"{query}\n{case.root.summary}\n{line}"[:2000]
-        ranked = kb.search(query, 6)
+        ranked = kb.search(query, DOC_RANKS)
     except Exception:  # noqa: BLE001 - no index: the answer goes on without documents
         return [], []
     docs = [d for d in ranked if d.kind == "doc"][:3]
     return docs, leading_documents(ranked)
+
+
+#: A team document shows when it ranks among this many results of the one mixed ranking (cards and documents).
+DOC_RANKS = 10
 
 
 #: Words that make a log line an error line (a known issue may lead on it when no root was found).
@@ -350,11 +370,23 @@ def _explains(m: Any, root: Any, texts: Sequence[str] = ()) -> bool:
     return False
 
 
+#: Repositories of RL training frameworks (the part before ``#`` of a record's source, lowercased): a bug
+#: filed there belongs to that framework, whatever shared parts its record also names.
+RL_REPOS = {"areal": "areal", "realhf": "areal", "slime": "slime", "verl": "verl", "trl": "trl", "rl": "nemo-rl",
+            "openrlhf": "openrlhf", "rllm": "rllm", "roll": "roll", "skyrl": "skyrl"}
+
+
 def same_stack(m: Any, framework: str) -> bool:
     """Whether a known issue can be the user's: a record of another RL framework (a verl bug for an AReaL
-    run) never shows; records of shared parts (SGLang, vLLM, Megatron, torch, NCCL, Ray) can."""
+    run, a TRL bug for a verl run) never shows; records of shared parts (SGLang, vLLM, Megatron, torch,
+    NCCL, Ray) can."""
+    if framework not in RL_FRAMEWORKS:
+        return True
     theirs = set(m.record.frameworks) & RL_FRAMEWORKS
-    return framework not in RL_FRAMEWORKS or not theirs or framework in theirs
+    repo = RL_REPOS.get(str(getattr(m.record, "source", "")).split("#")[0].split("/")[-1].lower())
+    if repo and repo != framework:
+        return False
+    return not theirs or framework in theirs
 
 
 _same_stack = same_stack  # the name tests and older callers use

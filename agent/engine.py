@@ -50,7 +50,8 @@ def answer_events(question: Any, *, attachments: Sequence[Path] = (), ctx: Any =
                   kb: Any = None, registry: Any = None, transcript: list[dict[str, Any]] | None = None,
                   earlier: Sequence[Any] = (), history: Sequence[dict[str, Any]] = (),
                   gathered: list[Any] | None = None) -> Iterator[Event]:
-    """Events answering ``question``; always ends in a ``Final`` answer.
+    """Events answering ``question`` (an :class:`~rlmedic.agent.inquiry.Inquiry`, or a plain question with the
+    loose arguments it is made of); always ends in a ``Final`` answer.
 
     ``earlier``/``history`` are the session's evidence and turns so far; the evidence this
     question gathers is appended to ``gathered``. ``transcript``, when given, receives the
@@ -79,8 +80,9 @@ def answer_events(question: Any, *, attachments: Sequence[Path] = (), ctx: Any =
         yield from offline_answer(f"offline: {exc.reason}")
         return
     try:
-        agent = Agent(config, model, ctx, attachments=attachments, thread_id=thread_id, budgets=budgets,
-                      registry=registry, kb=kb, earlier=earlier, history=history)
+        agent = Agent(config, model, inquiry.context, attachments=list(inquiry.attachments), thread_id=thread_id,
+                      budgets=budgets, registry=registry, kb=inquiry.knowledge, earlier=list(inquiry.earlier),
+                      history=list(inquiry.history))
         answered = False
         for event in agent.ask(question):
             if isinstance(event, Final):

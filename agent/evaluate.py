@@ -38,6 +38,7 @@ class Case:
     expected_fix: str = ""
     attachments: list[Path] = field(default_factory=list)
     split: str = ""  # "dev" or "heldout" for collected cases: report them side by side, tune on dev only
+    framework: str = ""  # the case's RL framework (areal, slime, verl), when known: fixes of another cannot apply
 
 
 #: How an answer names each category in words: every group must match (case-insensitive).
@@ -68,6 +69,36 @@ def names_category(text: str, category: str) -> bool:
 
     groups = CATEGORY_WORDS.get(category)
     return bool(groups) and all(re.search(g, text, re.I) for g in groups)
+
+
+#: Fixes the short answer shows (the rest is behind --verbose).
+SHOWN_FIXES = 5
+_RL = ("areal", "slime", "verl")
+_RL_REPOS = {"areal": "areal", "slime": "slime", "verl": "verl", "trl": "trl"}
+
+
+def inapplicable(answer: Any, framework: str, shown: int = SHOWN_FIXES) -> int:
+    """The precision figure (goal 0): fixes shown that cannot apply to ``framework`` (tagged for another
+    framework, a key shaped like another framework's, a key that framework's config does not have) and
+    known issues of another RL framework cited in the text."""
+    from rlmedic.agent.fit import key_framework
+    from rlmedic.tools.config.keys import known_key
+
+    if framework not in _RL:
+        return 0
+    bad = 0
+    for fix in list(answer.fixes)[:shown]:
+        key = (fix.key or "").strip()
+        tag = fix.framework if fix.framework in _RL else ""
+        shape = key_framework(key) if not fix.framework or fix.framework == "generic" else ""
+        if (tag and tag != framework) or (shape and shape != framework) or (
+                key and framework in ("areal", "slime") and known_key(framework, key) is False):
+            bad += 1
+    for n, c in enumerate(answer.citations, 1):
+        if c.kind == "issue" and f"[{n}]" in answer.answer:
+            theirs = _RL_REPOS.get(c.ref.split("#")[0].split("/")[-1].lower())
+            bad += bool(theirs and theirs != framework)
+    return bad
 
 
 def refers_to_citation(text: str, citations: list[Any]) -> bool:
@@ -101,6 +132,8 @@ class Score:
     split: str = ""
     grounded_category_right: bool = False  # the tools' structured category
     grounded_mentioned: list[str] = field(default_factory=list)  # must-mention terms in the grounded part
+    wrong_fixes: int = 0  # fixes shown that cannot apply to the case's framework (inapplicable)
+    lines: int = 0  # the answer's length in lines
 
     @property
     def mention_share(self) -> float:
@@ -124,6 +157,8 @@ class Report:
             "grounded_must_mention_share": round(sum(len(s.grounded_mentioned) for s in self.scores) / terms, 4) if terms else 1.0,
             "tool_calls": sum(s.tool_calls for s in self.scores),
             "seconds": round(sum(s.seconds for s in self.scores), 2),
+            "wrong_fixes": sum(s.wrong_fixes for s in self.scores),
+            "median_lines": sorted(s.lines for s in self.scores)[n // 2] if n else 0,
         }
 
     def splits(self) -> dict[str, Report]:
@@ -138,7 +173,8 @@ class Report:
         t = self.totals()
         return (f"answer: category {t['category_right']}/{t['cases']}, must-mention {t['must_mention_share']:.0%}, "
                 f"cited {t['cited']}/{t['cases']}; tools: category {t['grounded_category_right']}/{t['cases']}, "
-                f"must-mention {t['grounded_must_mention_share']:.0%}; {t['tool_calls']} tool calls, {t['seconds']:.1f} s")
+                f"must-mention {t['grounded_must_mention_share']:.0%}; wrong fixes {t['wrong_fixes']}, "
+                f"median {t['median_lines']} lines; {t['tool_calls']} tool calls, {t['seconds']:.1f} s")
 
     def to_dict(self) -> dict[str, Any]:
         return {"totals": self.totals(), "splits": {n: r.totals() for n, r in self.splits().items()},
@@ -212,6 +248,7 @@ def _case(row: dict[str, Any], case_id: str, attachments: list[Path]) -> Case:
         expected_fix=str(row.get("expected_fix") or expected.get("fix") or ""),
         attachments=attachments,
         split=str(row.get("split") or ""),
+        framework=str(row.get("framework") or expected.get("framework") or ""),
     )
 
 
@@ -235,6 +272,7 @@ def score(case: Case, answer: Any, seconds: float) -> Score:
         split=case.split,
         grounded_category_right=bool(case.category) and answer.category == case.category,
         grounded_mentioned=[t for t in case.must_mention if t.lower() in grounded],
+        wrong_fixes=inapplicable(answer, case.framework), lines=len(answer.answer.splitlines()),
     )
 
 

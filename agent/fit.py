@@ -41,9 +41,10 @@ class Candidate:
     schema: bool = True
 
 
-#: Sources, best first: edits the config tool applied (in the diff), the root's own fixes, the leading known
-#: issue's, other tools' specific fixes (a leftover pid to kill), related known issues', the playbook card's.
-APPLIED, ROOT, LEADING, OTHER, KNOWN, CARD = range(6)
+#: Sources, best first: edits the config tool applied (in the diff), the fix of the known issue that is this
+#: exact bug, the root's own fixes, other tools' specific fixes (a leftover pid to kill), related known
+#: issues', the playbook card's.
+APPLIED, LEADING, ROOT, OTHER, KNOWN, CARD = range(6)
 
 
 def key_framework(key: str) -> str:
@@ -154,7 +155,7 @@ def _tier(c: Candidate, has_root: bool) -> float:
     """An applied edit on the root's setting leads; with a root, other applied edits (a timeout, a path rule)
     come after the root's own fixes and the leading known issue's."""
     if c.source == APPLIED:
-        return 0 if (c.on_root or not has_root) else LEADING + 0.5
+        return 0 if (c.on_root or not has_root) else ROOT + 0.5
     return c.source
 
 

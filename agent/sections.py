@@ -9,6 +9,7 @@ block on the web page and as a second message in Slack.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -61,14 +62,15 @@ def evidence_lines(f: Finding) -> list[str]:
     excerpt = str(f.evidence.get("excerpt") or "")
     rows = excerpt.splitlines()
     marked = [r for r in rows if r.lstrip().startswith(">")]
-    where = f.file.rsplit("/", 1)[-1] if f.file else ""
+    where = (f.file.rsplit("/", 1)[-1] if f.file else "").replace("<question>", "your text")
     if not marked:  # a metric's values by step, or a finding with only its line's text
         text = str(f.evidence.get("line_text") or (rows[0] if rows else "")).strip()
         label = f"{where}:{f.line}  " if where and f.line else ""
         return [f"> {label}{text[:LINE_CHARS]}"] if text else []
     out = []
     mark_at = rows.index(marked[0])
-    for r in [rows[mark_at]] + rows[max(0, mark_at - CONTEXT_LINES):mark_at][::-1]:
+    before = [r for r in rows[:mark_at] if r.partition(" | ")[2].strip()]  # blank lines are no context
+    for r in [rows[mark_at]] + before[-CONTEXT_LINES:][::-1]:
         num, _, text = r.lstrip("> ").partition(" | ")
         head = ">" if r.lstrip().startswith(">") else " "
         label = f"{where}:{num.strip()}" if where and num.strip().isdigit() else num.strip()
@@ -84,7 +86,7 @@ def failed(inq: Inquiry, case: Case) -> Section:
     label = {"config": "config", "gpus": "GPUs", "checkpoints": "checkpoints"}.get(
         case.root_ev.subject if case.root_ev else "", "log")
     if case.root_ev is not None and case.root_ev.subject == "question":
-        label = "text you pasted"
+        label = "log you pasted"
     lines = [_line(f"From the {label}: {root.summary.rstrip('.')} {{cite}}.", log_citation(root.file, root.line))]
     for f in case.before_root[:2]:
         lines.append(_line(f"  Before it: {f.summary.rstrip('.')} {{cite}}.", log_citation(f.file, f.line)))
@@ -124,7 +126,8 @@ def status(inq: Inquiry, case: Case) -> Section:
             if empty:
                 what.append(", ".join(empty) + (" is" if len(empty) == 1 else " are") + " empty")
             else:
-                what.append((e.checked or e.subject) + ": no error, no training step and no metric in it")
+                read = (e.checked or "").split(";")[0].strip()
+                what.append("no error, no training step and no metric in what was attached" + (f" ({read})" if read else ""))
         lines = [Line("Nothing to diagnose here: " + "; ".join(what) + "."),
                  Line("No cause is guessed from the playbook without evidence.")]
         if checked:
@@ -229,21 +232,33 @@ def fixes(inq: Inquiry, case: Case, chosen: Sequence[Fix], diff: str, *, card_ci
 
 def known(inq: Inquiry, case: Case, lead: Any, related: Sequence[Any]) -> Section:
     """A known upstream issue that the evidence matches (its string, regex or exception), and at most two
-    related records, each saying what matched."""
+    related records, each saying what matched; worded once for every front door
+    (:func:`rlmedic.knowledge.known.answer.known_lines`)."""
+    from rlmedic.knowledge.known.answer import known_lines
+
+    matches = ([lead] if lead is not None else []) + list(related[:2])
+    if not matches:
+        return Section("known")
+    cites: list[Citation] = []
+
+    def mark(citation: Citation) -> int:  # a placeholder number per citation, turned into {cite} below
+        cites.append(citation)
+        return MARK + len(cites) - 1
+
+    how = {"exact": "the same error string", "regex": "its error pattern", "exception": "the exception and its message"}
     lines: list[Line] = []
-    if lead is not None:
-        r = lead.record
-        lines.append(_line(f"Known issue: {r.title} ({r.source}) {{cite}}.", lead.citation))
-        if lead.matched:
-            lines.append(Line(f"  Matched in your {'log' if inq.attachments else 'text'}: {lead.matched.strip()[:200]}"))
-        lines.append(Line(f"  Cause: {r.cause.strip()}"))
-        lines.append(Line(f"  {lead.advice}"))
-    more: list[Line] = []
-    for m in related[:2]:
-        how = {"exact": "the same error string", "regex": "its error pattern", "exception": "the exception and its message"}
-        more.append(_line(f"Related known issue: {m.record.title} {{cite}}: {m.advice} "
-                          f"(matched {how.get(m.how, m.how)}: {m.matched.strip()[:120]})", m.citation))
-    return Section("known", tuple(lines), tuple(more))
+    for text in known_lines(matches, mark):
+        found = [int(n) - MARK for n in re.findall(r"\[(\d+)\]", text) if int(n) >= MARK]
+        text = re.sub(r"\[(\d+)\]", lambda m: "{cite}" if int(m.group(1)) >= MARK else m.group(0), text)
+        lines.append(Line(text, tuple(cites[i] for i in found[:1])))
+    for m in related[:2]:  # what each related record matched, in one line
+        if m.matched:
+            lines.append(Line(f"    (it matched {how.get(m.how, m.how)}: {m.matched.strip()[:120]})"))
+    return Section("known", tuple(lines))
+
+
+#: Placeholder citation numbers while known_lines writes its text (far above any real one).
+MARK = 900000
 
 
 def background(inq: Inquiry, case: Case, cards: Sequence[tuple[Any, float]], *, lead: bool) -> Section:
@@ -254,7 +269,8 @@ def background(inq: Inquiry, case: Case, cards: Sequence[tuple[Any, float]], *, 
     head = _line(f"{'Likely cause (playbook)' if lead else 'Background (playbook)'}: {best.title} {{cite}}.", best.citation)
     why = Line("Why it happens: " + " ".join(c.rstrip(".") + "." for c in best.causes[:2]))
     also = [_line(f"Also check: {card.title} {{cite}}.", card.citation) for card, _ in cards[1:3]]
-    if lead:
+    if lead or (case.root is not None and best.category == case.root.category):
+        # the likely cause when nothing more specific exists; else the root's own kind of failure, explained
         return Section("cards", (head, why), tuple(also))
     return Section("cards", (), (head, why, *also))
 
@@ -271,6 +287,11 @@ def documents(inq: Inquiry, case: Case, docs: Sequence[Any], *, leading: bool) -
                             f"{key_sentences(d, query)}", d.citation) for d in docs[:1])
         rest = tuple(_line("See also: {cite}.", d.citation) for d in docs[1:3])
         return Section("docs", lines, rest)
+    if case.looked:  # with files attached, the team's own doc that matches the evidence is part of the answer
+        d = docs[0]
+        return Section("docs", (_line(f"Your team's documents ({d.source}{' § ' + d.section if d.section else ''}) "
+                                      f"{{cite}}: {key_sentences(d, query)}", d.citation),),
+                       tuple(_line("See also: {cite}.", x.citation) for x in docs[1:3]))
     return Section("docs", (), (_line("Documentation: " + ", ".join("{cite}" for _ in docs[:3]) + ".", *[d.citation for d in docs[:3]]),))
 
 

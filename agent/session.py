@@ -407,6 +407,7 @@ class Session:
         """The engine's events for ``question``; the last one is ``Final``. The turn and the new
         evidence are kept (and saved for a named thread)."""
         from rlmedic.agent.engine import answer_events
+        from rlmedic.agent.inquiry import Inquiry
 
         question = question.strip()
         if not question:
@@ -417,10 +418,10 @@ class Session:
         self.turns.append(turn)
         gathered: list[Any] = []
         extra = {"budgets": budgets} if budgets is not None else {}
-        for event in answer_events(question, attachments=list(self.attachments), ctx=self.context(cancel),
-                                   offline=self.offline, config=self.config, thread_id=self.thread_id,
-                                   kb=self.knowledge(), earlier=earlier, history=history, gathered=gathered,
-                                   transcript=transcript, **extra):
+        inquiry = Inquiry.of(question, attachments=self.attachments, context=self.context(cancel),
+                             knowledge=self.knowledge(), earlier=earlier, history=history)
+        for event in answer_events(inquiry, offline=self.offline, config=self.config, thread_id=self.thread_id,
+                                   gathered=gathered, transcript=transcript, **extra):
             event = leaving(event)
             if isinstance(event, Final):
                 self._keep(turn, event.answer, gathered)

@@ -38,11 +38,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cases import ROOT, load_cases  # noqa: E402
 
-RL = {"areal", "slime", "verl"}
-#: owner/repo -> the RL framework a thread belongs to
-REPO_FRAMEWORK = {"areal": "areal", "slime": "slime", "verl": "verl"}
-
-
 def use_code_of(tree: Path) -> None:
     """Import ``rlmedic`` from another work tree (its folders mapped as pyproject maps them)."""
     for name in [m for m in sys.modules if m == "rlmedic" or m.startswith("rlmedic.")]:
@@ -68,38 +63,13 @@ def folder_cases() -> list[dict]:
         expected = spec.get("expected") or {}
         files = sorted((case_dir / "attachments").iterdir()) if (case_dir / "attachments").is_dir() else []
         out.append({"id": case_dir.name, "user_input": prompt, "must_mention": expected.get("must_mention", []),
-                    "category": expected.get("category", ""), "framework": case_dir.name.split("-")[0],
+                    "category": expected.get("category", ""), "framework": spec.get("framework", ""),
                     "split": "files", "attachments": files})
     return out
 
 
-#: the judge: today's config reference (set before another commit's code is imported)
-KNOWN_KEY = None
-
-
-def wrong_fixes(answer, framework: str, shown: int) -> int:
-    """Fixes shown (the first ``shown``) and known issues cited that cannot apply to ``framework``."""
-    known_key = KNOWN_KEY
-    if framework not in RL:
-        return 0
-    bad = 0
-    for fix in answer.fixes[:shown]:
-        key = (fix.key or "").strip()
-        tag = fix.framework if fix.framework in RL else ""
-        shape = "slime" if key.startswith("--") else ("verl" if key.startswith(
-            ("actor_rollout_ref.", "critic.", "trainer.", "reward_model.", "algorithm.", "data.")) else (
-            "areal" if "." in key else ""))
-        if (tag and tag != framework) or (shape and not tag and shape != framework) or (
-                key and framework in ("areal", "slime") and known_key(framework, key) is False):
-            bad += 1
-    text = answer.answer
-    for c in answer.citations:
-        if c.kind == "issue" and f"[{answer.citations.index(c) + 1}]" in text:
-            repo = c.ref.split("#")[0].split("/")[-1].lower()
-            theirs = REPO_FRAMEWORK.get(repo)
-            if theirs and theirs != framework:
-                bad += 1
-    return bad
+#: the judge: today's (set before another commit's code is imported)
+INAPPLICABLE = None
 
 
 def run(cases: list[dict], shown: int) -> dict[str, dict[str, list[float]]]:
@@ -121,7 +91,7 @@ def run(cases: list[dict], shown: int) -> dict[str, dict[str, list[float]]]:
             s["mention"].append(sum(t in text for t in terms) / len(terms))
         if case.get("category"):
             s["category"].append(float(names_category(answer.answer, case["category"])))
-        s["wrong fixes"].append(wrong_fixes(answer, case.get("framework", ""), shown))
+        s["wrong fixes"].append(INAPPLICABLE(answer, case.get("framework", ""), shown))
         s["lines"].append(len(answer.answer.splitlines()))
     return stats
 
@@ -139,11 +109,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rev", help="also run the code of this older commit (the anchor)")
     parser.add_argument("--limit", type=int, default=0, help="at most this many cases per split")
+    parser.add_argument("--split", choices=("dev", "heldout", "files"), help="only this split")
     args = parser.parse_args()
     import os
 
     os.environ.setdefault("RLMEDIC_HOME", tempfile.mkdtemp(prefix="rlmedic-bench-"))
-    cases = load_cases() + folder_cases()
+    cases = [c for c in load_cases() + folder_cases() if not args.split or c["split"] == args.split]
     if args.limit:
         per: dict[str, int] = defaultdict(int)
         kept = []
@@ -152,10 +123,10 @@ def main() -> None:
                 per[c["split"]] += 1
                 kept.append(c)
         cases = kept
-    global KNOWN_KEY
-    from rlmedic.tools.config.keys import known_key
+    global INAPPLICABLE
+    from rlmedic.agent.evaluate import inapplicable
 
-    KNOWN_KEY = known_key
+    INAPPLICABLE = inapplicable
     results = {}
     if args.rev:
         tree = Path(tempfile.mkdtemp(prefix="rlmedic-rev-")) / "tree"

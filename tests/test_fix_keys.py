@@ -57,6 +57,7 @@ def test_signature_fixes_name_real_keys() -> None:
     ("areal", "sglang.mem_fraction_static", True), ("areal", "actor.sglang.mem_fraction_static", False),
     ("areal", "actor.mb_spec.max_tokens_per_mb", True), ("slime", "--sglang-mem-fraction-static", True),
     ("slime", "--no-such-flag", False), ("slime", "actor.mb_spec", False), ("verl", "trainer.nnodes", None),
+    ("slime", "NCCL_NVLS_ENABLE", None), ("areal", "PYTORCH_CUDA_ALLOC_CONF", None),
 ])
 def test_known_key_tells_real_keys_from_invented_ones(framework: str, key: str, ok: bool | None) -> None:
     assert known_key(framework, key) is ok

@@ -84,6 +84,16 @@ def final_updates(fake: FakeSlack, channel: str | None = None) -> list[Any]:
             and (channel is None or c.args.get("channel") == channel)]
 
 
+def answer_posts(fake: FakeSlack) -> list[Any]:
+    """The messages the bot posted to answer (each updated in place), not the "more on this answer" follow-ups."""
+    return [c for c in fake.of("chat.postMessage") if "More on this answer" not in json.dumps(c.args)]
+
+
+def more_posts(fake: FakeSlack) -> list[Any]:
+    """The second message of an answer: the rest of it (further fixes, background), at most one per answer."""
+    return [c for c in fake.of("chat.postMessage") if "More on this answer" in json.dumps(c.args)]
+
+
 def blocks_text(call: Any) -> str:
     blocks = call.args.get("blocks")
     if isinstance(blocks, str):
@@ -95,8 +105,9 @@ def test_a_mention_is_answered_in_its_thread_with_one_message_updated_in_place(s
     app, _bot = make_app(slack)
     assert dispatch(app, mention(f"why did my run die? {OOM_LINE}", ts="1700000001.000100")) == 200
     slack.wait_for(lambda f: final_updates(f))
-    posts = slack.of("chat.postMessage")
+    posts = answer_posts(slack)
     assert len(posts) == 1, "one message, updated in place: never a flood"
+    assert len(more_posts(slack)) <= 1, "the rest of the answer is one second message at most"
     assert posts[0].args["thread_ts"] == "1700000001.000100" and posts[0].args["channel"] == "C0001"
     final = final_updates(slack)[-1]
     placeholder_ts = posts[0].response["ts"]
@@ -120,7 +131,7 @@ def test_a_follow_up_in_the_thread_uses_the_earlier_context_also_after_a_restart
     assert dispatch(app2, body) == 200
     slack.wait_for(lambda f: len(final_updates(f)) == 2)
     follow = final_updates(slack)[-1]
-    posts = slack.of("chat.postMessage")
+    posts = answer_posts(slack)
     assert [p.args["thread_ts"] for p in posts] == [root_ts, root_ts]
     text = blocks_text(follow)
     assert "*Root cause:* CUDA out of memory" in text, "the follow-up knows what the thread was about"
@@ -128,7 +139,7 @@ def test_a_follow_up_in_the_thread_uses_the_earlier_context_also_after_a_restart
     # a plain message in a thread the bot never joined is not answered
     dispatch(app2, {**body, "ts": "1700000003.000200", "thread_ts": "1700000003.000100"})
     time.sleep(0.5)
-    assert len(slack.of("chat.postMessage")) == 2
+    assert len(answer_posts(slack)) == 2
 
 
 def test_an_attached_log_and_config_are_downloaded_with_the_bot_token_diagnosed_and_the_diff_uploaded(
@@ -211,7 +222,7 @@ def test_messages_from_channels_and_users_off_the_allowlists_are_ignored(slack: 
     dispatch(app, mention(f"x {OOM_LINE}", channel="CALLOW", ts="1700000007.000300"))
     slack.wait_for(lambda f: final_updates(f))
     time.sleep(0.3)
-    posts = slack.of("chat.postMessage")
+    posts = answer_posts(slack)
     assert [(p.args["channel"], p.args["thread_ts"]) for p in posts] == [("CALLOW", "1700000007.000300")]
 
 
@@ -222,7 +233,7 @@ def test_a_burst_from_one_user_is_rate_limited(slack: FakeSlack) -> None:
     dispatch(app, mention(f"me too {OOM_LINE}", user="U0002", ts="1700000008.000900"))
     slack.wait_for(lambda f: len(final_updates(f)) == 3)
     time.sleep(0.5)
-    posts = slack.of("chat.postMessage")
+    posts = answer_posts(slack)
     limited = [p for p in posts if "faster than I can" in json.dumps(p.args)]
     assert len(limited) == 1, "told once, not once per message"
     assert len(final_updates(slack)) == 3  # two for U0001 (the burst), one for U0002
@@ -278,7 +289,7 @@ def test_a_failure_turns_the_progress_message_into_one_line_without_secrets(
     app, _bot = make_app(slack)
     dispatch(app, mention("why?", ts="1700000010.000100"))
     slack.wait_for(lambda f: any("Sorry, that failed" in json.dumps(c.args) for c in f.of("chat.update")))
-    [post] = slack.of("chat.postMessage")
+    [post] = answer_posts(slack)
     [update] = slack.of("chat.update")
     assert update.args["ts"] == post.response["ts"]
     assert "RuntimeError" in update.args["text"]

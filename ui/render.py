@@ -100,6 +100,12 @@ def answer_markdown(answer: Any) -> str:
     if answer.citations and head in text:  # the engines end their text with a plain sources block
         text = text[: text.rindex(head)].rstrip()
     lines = [text.replace("\n", "  \n") if "```" not in text else text]
+    more = (getattr(answer, "more", "") or "").strip()
+    if more:  # the rest of the answer, folded: further fixes, background, related issues
+        body = more.split("\nMore sources:", 1)[0].strip()
+        count = len([line for line in body.splitlines() if line.strip()])
+        lines.append(f"\n<details><summary>More ({count} lines: further fixes, background, related issues)</summary>\n\n"
+                     + body.replace("\n", "  \n") + "\n\n</details>")
     if answer.citations:
         lines.append("\n**Sources**\n")
         lines += [f"{i}. {citation_link(c)}" for i, c in enumerate(answer.citations, 1)]

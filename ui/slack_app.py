@@ -236,6 +236,11 @@ class SlackBot:
         text, blocks = answer_blocks(final, folder=str(folder), diff_attached=new_diff, diff_above=bool(diff) and not new_diff,
                                      skipped=skipped, offline_flag=self.settings.offline)
         self.client.chat_update(channel=channel, ts=msg_ts, text=text, blocks=blocks)
+        if final.more.strip():  # the rest of the answer, as a second message in the thread
+            from rlmedic.ui.slack_render import more_blocks
+
+            more_text, more = more_blocks(final.more, folder=str(folder))
+            self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=more_text, blocks=more)
         if new_diff:
             self.client.files_upload_v2(channel=channel, thread_ts=thread_ts, content=diff,
                                         filename="config.diff", title="Suggested config change")

@@ -99,6 +99,12 @@ def answer_blocks(answer: Any, *, folder: str = "", diff_attached: bool = False,
     return fallback or "rlmedic answered", blocks[:50]
 
 
+def more_blocks(more: str, *, folder: str = "") -> tuple[str, list[dict[str, Any]]]:
+    """The rest of the answer (further fixes, background, related issues) as the thread's second message."""
+    text = _cut(escape(_local(more.strip(), folder)), 2900)
+    return _cut(redact(_local(more.strip(), folder)), 3000), [_context("*More on this answer*"), _section(text)]
+
+
 def notice_blocks(text: str) -> tuple[str, list[dict[str, Any]]]:
     return redact(text), [_section(escape(text))]
 

@@ -10,6 +10,7 @@ is already in effect, or already past it, is dropped instead of repeated.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -23,11 +24,11 @@ def known_key(framework: str, key: str) -> bool | None:
     reference, a flag slime's ``train.py`` accepts. ``None`` when it cannot tell (another framework,
     a list index in the key, an empty key)."""
     key = key.strip()
-    if not key:
-        return None
+    if not key or re.fullmatch(r"[A-Z][A-Z0-9_]*(?:=.*)?", key):
+        return None  # nothing, or an environment variable (NCCL_NVLS_ENABLE): not the config's to judge
     if framework == "slime":
         if not key.startswith("--"):
-            return False
+            return None if "." not in key else False
         from rlmedic.tools.config.slime_flags import spec
 
         return spec(key) is not None

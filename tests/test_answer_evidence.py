@@ -1,0 +1,269 @@
+"""Answers derived from the evidence (issue 26): the specific before the generic, every time.
+
+Each test is what a new user did, through ``ask`` (plain and ``--json``), the piped terminal chat,
+the web app's API and the Slack bot: an empty log, an OOM with its config, a follow-up about
+resuming, an AReaL run that must not get another framework's fixes, a reward that fell to zero
+while responses ran into the length cap, the team's own runbook next to an attached log, and
+the length of the answer.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import FIXTURES
+from rlmedic.ui.cli import app
+
+runner = CliRunner()
+ANSWERS = FIXTURES / "answers"
+GEN_OOM = ANSWERS / "areal_generation_oom.log"
+CONFIG = ANSWERS / "areal_config.yaml"
+TRAIN_OOM = FIXTURES / "logs" / "signatures" / "cuda-oom.log"
+LENGTH_CAP = FIXTURES / "logs" / "scenarios" / "length_cap_areal.log"
+BASE_CONFIG = FIXTURES / "configs" / "areal" / "base.yaml"
+
+
+def ask(*args: str) -> dict:
+    result = runner.invoke(app, ["ask", *args, "--offline", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def chat(lines: list[str]) -> str:
+    from rlmedic.agent.session import Session
+    from rlmedic.ui.chat import chat_loop
+
+    out = io.StringIO()
+    assert chat_loop(Session(offline=True, persist=True, prefix="chat"), stdin=io.StringIO("\n".join(lines) + "\n"),
+                     stdout=out, interactive=False) == 0
+    return out.getvalue()
+
+
+def short(data: dict) -> str:
+    """The answer the user reads first, without its sources block."""
+    return data["answer"].split("\nSources:")[0]
+
+
+# ---------------------------------------------------------------------- 1. nothing to go on
+
+
+def test_an_empty_log_gets_nothing_to_diagnose_and_no_invented_cause(tmp_path: Path) -> None:
+    empty = tmp_path / "train.log"
+    empty.write_text("")
+    data = ask("why did my run die?", "--attach", str(empty))
+    text = data["answer"]
+    assert text.startswith("Nothing to diagnose here: ") and "is empty" in text
+    assert "What was checked: " in text and "attach the training log" in text
+    assert data["fixes"] == [] and data["cards"] == [] and data["category"] == ""
+    assert "playbook)" not in text and "mem_fraction" not in text  # no cause taken from a card
+    out = chat([f"/attach {empty}", "why did my run die?", "/quit"])
+    assert "Nothing to diagnose here" in out and "mem_fraction" not in out
+
+
+def test_an_unrelated_file_is_nothing_to_diagnose_too(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Lunch order for Friday: two pizzas, one salad.\nRemember the offsite on Tuesday.\n")
+    data = ask("why did my run die?", "--attach", str(notes))
+    assert data["answer"].startswith("Nothing to diagnose here: ") and data["fixes"] == []
+
+
+# ---------------------------------------------------------------------- 2. the error line is the evidence
+
+
+def test_the_marked_error_line_leads_the_evidence_with_at_most_two_lines_of_context(tmp_path: Path) -> None:
+    data = ask("why did my run die?", "--attach", str(TRAIN_OOM))
+    lines = data["answer"].splitlines()
+    at = lines.index("Evidence:")
+    shown = [line for line in lines[at + 1:] if line.startswith("  ") and not re.match(r"  \d+\. ", line)]
+    shown = shown[:next((i for i, line in enumerate(shown) if not line.startswith(("  >", "    "))), len(shown))]
+    assert shown[0].startswith("  > ") and "out of memory" in shown[0].lower()
+    assert 1 <= len(shown) <= 3
+    root = data["root_cause"]["evidence"][0]
+    assert shown[0].split()[1] == f"{Path(root.rsplit(':', 1)[0]).name}:{root.rsplit(':', 1)[1]}"
+
+
+# ---------------------------------------------------------------------- 3. the root's own setting, from the config
+
+
+def test_with_its_config_the_roots_own_settings_lead_as_exact_edits_and_unrelated_rules_follow(tmp_path: Path) -> None:
+    data = ask("why did my run die?", "--attach", str(GEN_OOM), "--attach", str(CONFIG))
+    assert data["category"] == "oom_generation"
+    keys = [f["key"] for f in data["fixes"]]
+    share = keys.index("sglang.mem_fraction_static")
+    fix = data["fixes"][share]
+    assert fix["op"] == "set" and fix["old"] == 0.9 and fix["new"] < 0.9  # from the value in effect
+    assert keys[0] == "rollout.max_concurrent_rollouts" and "max_concurrent_rollouts: 192" in data["config_diff"]
+    # the timeout rule is a real config problem, but not this failure's: it comes after the root's settings
+    assert keys.index("rollout.request_timeout") > share
+    assert "Your config: rollout.max_concurrent_rollouts = 256" in data["answer"]
+
+
+def test_a_fix_whose_value_is_already_in_effect_is_dropped(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(BASE_CONFIG.read_text().replace("gradient_checkpointing: false", "gradient_checkpointing: true"))
+    data = ask("why did my run die?", "--attach", str(TRAIN_OOM), "--attach", str(config))
+    assert not [f for f in data["fixes"] if f["key"] == "actor.gradient_checkpointing"]
+    assert all(f["old"] != f["new"] for f in data["fixes"] if f["op"] == "set")
+
+
+# ---------------------------------------------------------------------- 4. follow-ups
+
+
+def test_a_follow_up_about_resuming_answers_the_new_question_and_refers_to_the_first_in_one_line(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    shutil.copy(TRAIN_OOM, log)
+    first = ask("why did my run die?", "--attach", str(log), "--thread", "resume-1")
+    again = ask("and how do I resume from the last good checkpoint?", "--thread", "resume-1")
+    text = short(again)
+    assert text != short(first)
+    assert text.count("Earlier in this thread:") == 1 and first["root_cause"]["text"][:40] in text
+    assert "Evidence:" not in text  # the first answer's sections are not repeated
+    assert "attach the checkpoint folder" in text
+    assert re.search(r"recover|resume", text.split("Earlier in this thread")[0], re.I)
+    assert not [f for f in again["fixes"] if f["key"] == "actor.mb_spec.max_tokens_per_mb"]
+
+
+# ---------------------------------------------------------------------- 5. other frameworks, shared words
+
+
+def test_an_areal_run_gets_no_fix_or_known_issue_of_another_framework(tmp_path: Path) -> None:
+    data = ask("why did my run die?", "--attach", str(GEN_OOM), "--attach", str(CONFIG))
+    for fix in data["fixes"]:
+        assert not fix["key"].startswith(("--", "actor_rollout_ref.", "trainer.")), fix
+        assert fix["framework"] in ("", "areal", "generic"), fix
+    cited = [c["ref"] for c in data["citations"] if c["kind"] == "issue"]
+    assert not [r for r in cited if r.split("#")[0].split("/")[-1].lower() in ("verl", "slime", "trl")], cited
+    assert "upgrade verl" not in data["answer"].lower()
+
+
+def test_a_known_issue_needs_its_error_in_the_evidence_not_a_shared_word(tmp_path: Path) -> None:
+    data = ask("the weight update in my areal run is slow, what can I do?")
+    assert "known issue" not in data["answer"].lower() and "known issue" not in data["more"].lower()
+
+
+# ---------------------------------------------------------------------- 6. metrics are evidence
+
+
+def test_zero_reward_with_responses_at_the_cap_names_the_cap_its_value_and_what_to_change(tmp_path: Path) -> None:
+    data = ask("why did the reward drop to zero?", "--attach", str(LENGTH_CAP), "--attach", str(BASE_CONFIG))
+    text = short(data)
+    assert data["category"] == "reward_collapse"
+    assert re.search(r"seq_len/avg rose from 600 to 1536 at step 8", text)
+    assert "gconfig.max_new_tokens = 1024" in text
+    first_fix = data["fixes"][0]
+    assert first_fix["key"] == "gconfig.max_new_tokens" and "now 1024" in first_fix["action"]
+    assert not [f for f in data["fixes"] if f["key"].startswith("--")]  # slime's reward-collapse flags are not AReaL's
+
+
+# ---------------------------------------------------------------------- 7. the team's own docs stay in play
+
+
+RUNBOOK = """# Team runbook
+
+## Trainer out of memory in actor_train
+
+When the actor runs out of CUDA memory in actor_train (torch.OutOfMemoryError in loss.backward), our
+cluster rule is TEAMRULE-42: halve actor.mb_spec.max_tokens_per_mb, keep gradient checkpointing on, and
+post the job id in #train-oncall before relaunching.
+"""
+
+
+def test_a_team_doc_that_matches_the_roots_evidence_is_in_the_answer_with_a_log(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "runbook.md").write_text(RUNBOOK)
+    index = tmp_path / "index"
+    assert runner.invoke(app, ["index", str(docs), "--index-dir", str(index)]).exit_code == 0
+    result = runner.invoke(app, ["ask", "why did my run die?", "--attach", str(TRAIN_OOM), "--offline", "--json",
+                                 "--index-dir", str(index)])
+    data = json.loads(result.stdout)
+    assert data["category"] == "oom_training"
+    assert any(c["kind"] == "doc" and c["ref"].endswith("runbook.md") for c in data["citations"])
+    assert "TEAMRULE-42" in data["answer"] + data["more"]
+
+
+# ---------------------------------------------------------------------- 8. short by default
+
+
+def test_one_root_is_about_forty_lines_and_the_rest_is_behind_verbose() -> None:
+    data = ask("why did my run die?", "--attach", str(GEN_OOM), "--attach", str(CONFIG))
+    assert len(data["answer"].splitlines()) <= 45
+    assert len(re.findall(r"(?m)^  \d+\. ", short(data))) <= 5
+    assert data["more"]
+    plain = runner.invoke(app, ["ask", "why did my run die?", "--attach", str(GEN_OOM), "--attach", str(CONFIG),
+                                "--offline"])
+    verbose = runner.invoke(app, ["ask", "why did my run die?", "--attach", str(GEN_OOM), "--attach", str(CONFIG),
+                                  "--offline", "--verbose"])
+    assert "later error(s)" not in plain.stdout and "later error(s)" in verbose.stdout  # the cascade, folded
+    assert "--verbose" in plain.stderr
+
+
+def test_the_web_page_folds_the_rest_of_the_answer() -> None:
+    from rlmedic.agent.events import Answer
+    from rlmedic.ui.render import answer_markdown
+
+    text = answer_markdown(Answer(answer="From the log: it broke.", more="Background (playbook): why.\nAlso check: x."))
+    assert "<details><summary>More (2 lines" in text and "Background (playbook): why." in text
+
+
+# ---------------------------------------------------------------------- the other front doors
+
+
+def test_slack_says_nothing_to_diagnose_for_an_empty_file_and_sends_the_rest_as_a_second_message(tmp_path: Path) -> None:
+    from fake_slack import BOT_TOKEN, FakeSlack
+    from rlmedic.agent.session import SessionStore
+    from rlmedic.ui.slack_app import SlackBot, SlackSettings
+
+    fake = FakeSlack().start()
+    try:
+        bot = SlackBot(SlackSettings(bot_token=BOT_TOKEN, offline=True, api_url=fake.api_url),
+                       store=SessionStore(tmp_path / "sessions"))
+        bot.handle({"channel": "C1", "user": "U1", "ts": "300.1", "text": "<@UBOT> why did it die?",
+                    "files": [fake.serve_file("train.log", b"")]})
+        empty = json.dumps([c.args for c in fake.of("chat.update")][-1])
+        bot.handle({"channel": "C2", "user": "U1", "ts": "301.1", "text": "<@UBOT> why did it die?",
+                    "files": [fake.serve_file("train.log", GEN_OOM.read_bytes())]})
+        posted = [json.dumps(c.args) for c in fake.of("chat.postMessage") if c.args.get("channel") == "C2"]
+    finally:
+        fake.stop()
+    assert "Nothing to diagnose here" in empty and "mem_fraction" not in empty
+    assert any("More on this answer" in p and "later error(s)" in p for p in posted)
+
+
+def test_the_web_api_answers_an_empty_upload_with_nothing_to_diagnose(tmp_path: Path) -> None:
+    import socket
+
+    from gradio_client import Client, handle_file
+
+    from rlmedic.ui.web import WebSettings, launch
+
+    empty = tmp_path / "train.log"
+    empty.write_text("")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo, sessions = launch(WebSettings(offline=True, uploads_root=tmp_path / "uploads"), port=port, block=False)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        _box, history, *_ = client.predict({"text": "why did my run die?", "files": [handle_file(str(empty))]}, [],
+                                           api_name="/chat")
+    finally:
+        demo.close()
+        sessions.close_all()
+    last = str(history[-1].get("content"))
+    assert "Nothing to diagnose here" in last and "mem_fraction" not in last
+
+
+@pytest.mark.parametrize("question", ["why did my run die?"])
+def test_piped_chat_gives_the_same_short_answer_as_ask(question: str) -> None:
+    data = ask(question, "--attach", str(GEN_OOM), "--attach", str(CONFIG))
+    out = chat([f"/attach {GEN_OOM}", f"/attach {CONFIG}", question, "/quit"])
+    assert data["answer"].splitlines()[0] in out
+    assert "later error(s)" not in out.split(data["answer"].splitlines()[0], 1)[1].split("Sources:")[0]
