@@ -68,7 +68,10 @@ def cached(kind: str, key: str, build: Callable[[], T], dump: Callable[[T], byte
         blob = dump(value)
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / f".{kind}-{key}.{os.getpid()}.tmp"
-        tmp.write_bytes(blob)
+        from rlmedic.settings import private_file
+
+        with private_file(tmp, "wb") as handle:  # the data dir's files are the owner's only
+            handle.write(blob)
         os.replace(tmp, path)
         for old in folder.glob(f"{kind}-*.bin"):
             if old != path:

@@ -68,3 +68,17 @@ def test_private_file_is_0600_whatever_the_umask(tmp_path, open_umask) -> None:
     with settings.private_file(tmp_path / "g", "a") as handle:
         handle.write("x")
     assert mode(tmp_path / "g") == 0o600
+
+
+def test_the_disk_cache_and_the_sync_cache_are_written_0600(tmp_path, monkeypatch, open_umask) -> None:
+    monkeypatch.setenv("RLMEDIC_HOME", str(tmp_path / "home"))
+    from rlmedic import diskcache
+    from rlmedic.knowledge.github import CachedResponse, EtagCache
+
+    assert diskcache.cached("probe", "k1", lambda: b"v", bytes, bytes) == b"v"
+    (entry,) = list(diskcache.cache_dir().glob("probe-*.bin"))
+    assert mode(entry) == 0o600
+    cache = EtagCache(path=settings.data_dir() / "index" / "github-cache.json")
+    cache.entries["u"] = CachedResponse(etag='"e"', next=None, body=[])
+    cache.save()
+    assert mode(cache.path) == 0o600 and EtagCache.load(cache.path).entries["u"].etag == '"e"'

@@ -205,8 +205,11 @@ def _prompt_session() -> Any:
 
     history = None
     try:
+        from rlmedic.settings import private_file
+
         home = data_dir()
         home.mkdir(parents=True, exist_ok=True)
+        private_file(home / "chat_history", "a").close()  # created 0600 before prompt_toolkit appends to it
         history = FileHistory(str(home / "chat_history"))
     except OSError:
         pass
