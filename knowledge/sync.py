@@ -89,7 +89,9 @@ def _timeline(client: GitHubClient, repo: str, issue: dict[str, Any]) -> list[di
     events: list[dict[str, Any]] = []
     next_url: str | None = url
     pages = 0
-    while next_url and pages < MAX_TIMELINE_PAGES:
+    seen: set[str] = set()
+    while next_url and pages < MAX_TIMELINE_PAGES and next_url not in seen:  # a link back to a read page ends it
+        seen.add(next_url)
         cached = client.fresh(next_url, stamp)
         if cached is not None:  # the issue did not change since this page was read
             body, next_url = cached

@@ -354,6 +354,11 @@ def test_a_looping_or_endless_next_link_stops(tmp_path: Path) -> None:
                                               str(tmp_path / "i"), "--export", str(tmp_path / f"x{len(extra)}.jsonl"),
                                               *extra])
             assert result.exit_code == 0 and "loops back" in result.output, result.output
+    from rlmedic.knowledge.sync import SyncReport, fetch_threads
+
+    with FakeGitHubServer(hostile("loop", r"/timeline$")) as github, GitHubClient(github.url) as client:
+        assert len(list(fetch_threads(client, REPO, SyncReport()))) == 3
+    assert len(github.requests_to(r"/issues/1/timeline$")) == 2  # pages 1 and 2, then the link back ends it
     with FakeGitHubServer(hostile("empty_forever")) as github, GitHubClient(github.url) as client:
         assert [body for body, _ in client.paginate(client.url(f"repos/{REPO}/issues"))] == [[]]
     assert len(github.requests_to(r"/issues$")) == 1
