@@ -290,8 +290,9 @@ class GitHubClient:
         if parts.netloc != self._host:
             raise UserError(f"GitHub sent a link to another host ({parts.netloc}); refusing to follow it")
         if parts.scheme != self._scheme:
+            why = " (the token would travel unencrypted)" if parts.scheme == "http" else ""
             raise UserError(f"GitHub sent a link from {self._scheme} to {parts.scheme} ({parts.netloc}); refusing to follow "
-                            "it (the token would travel unencrypted)")
+                            f"it{why}")
         cached = self.cache.entries.get(url)
         headers = {}
         if self.token:

@@ -36,6 +36,8 @@ HOSTILE = {
     "not_a_list": "a 200 whose body is an object where a list is expected",
     "echo_auth": "a 401 whose message repeats the Authorization header",
     "downgrade": "a normal page whose rel=next link is the same host over http",
+    "gzip": "a normal page, gzip-compressed (as GitHub answers a client that accepts it)",
+    "gzip_bomb": "a 100 KB gzip body that inflates to 100 MB",
 }
 
 
@@ -254,6 +256,14 @@ def _handler(fake: FakeGitHub) -> type[BaseHTTPRequestHandler]:
                     self._send(200, json.dumps(WRONG_TYPES).encode(), json_type)
                 elif behaviour == "not_a_list":
                     self._send(200, json.dumps({"items": [], "message": "an object"}).encode(), json_type)
+                elif behaviour in ("gzip", "gzip_bomb"):
+                    import gzip
+
+                    if behaviour == "gzip":
+                        raw = json.dumps((fake.route(path, query) or [])[: fake.page_size]).encode()
+                    else:
+                        raw = b"[" + b" " * (100 << 20) + b"]"
+                    self._send(200, gzip.compress(raw), {**json_type, "Content-Encoding": "gzip"})
                 elif behaviour == "echo_auth":
                     message = f"Bad credentials: the header you sent was 'Authorization: {auth}'"
                     self._send(401, json.dumps({"message": message}).encode(), json_type)

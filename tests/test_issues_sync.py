@@ -442,3 +442,12 @@ def test_a_link_from_https_to_http_is_not_followed(tmp_path: Path) -> None:
         with client, pytest.raises(UserError, match=r"from https to http .*unencrypted"):
             list(client.paginate(client.url(f"repos/{REPO}/issues", {"state": "closed"})))
     assert len(github.log) == 1 and github.errors == []  # page 1 over TLS; nothing sent in clear to the same port
+
+
+def test_a_gzip_answer_is_read_and_a_gzip_bomb_is_refused_at_the_cap() -> None:
+    with FakeGitHubServer(hostile("gzip")) as github, GitHubClient(github.url) as client:
+        body, _next, _cached = client.get(client.url(f"repos/{REPO}/issues", {"state": "closed"}))
+        assert [i["number"] for i in body] == [6, 5]
+    with FakeGitHubServer(hostile("gzip_bomb")) as github, GitHubClient(github.url, max_bytes=1 << 20) as client:
+        with pytest.raises(UserError, match="larger than 1 MB"):
+            client.get(client.url(f"repos/{REPO}/issues"))
