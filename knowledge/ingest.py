@@ -365,14 +365,24 @@ def ensure_cards(store: Store, *, embedder=None) -> bool:
     if old:
         store.delete(old.chunks)
     chunks = card_chunks()
-    # the first search after an install or upgrade waits for this (torch, the model, every card)
-    with step(f"indexing the {len(chunks)} built-in playbook cards in {store.directory} (once per install)", after=0):
-        _embed_and_store(store, chunks, embedder or default_embedder())
-    store.manifest.files[CARDS_KEY] = FileEntry(hash=digest, source="cards", root="", chunks=[c.id for c in chunks])
-    store.manifest.cards_hash = digest
-    store.manifest.embedder = store.manifest.embedder or PIPELINE
-    store.rebuild_bm25()
-    store.save_manifest()
+    from rlmedic.knowledge.prebuilt import known_vectors
+
+    # the cards' vectors ship with the package (knowledge/prebuilt.py): only a card added or edited
+    # since they were computed is embedded here (torch and the model: seconds, announced at once)
+    known = known_vectors(chunks)
+    todo = sum(1 for c in chunks if c.text not in known)
+    if todo:
+        label = (f"embedding {todo} of the {len(chunks)} built-in playbook cards in {store.directory} "
+                 f"(once per install or card change; their shipped vectors are stale: see knowledge/prebuilt.py)")
+    else:
+        label = f"indexing the {len(chunks)} built-in playbook cards in {store.directory} (once per install)"
+    with step(label, after=0 if todo else 2):
+        _embed_and_store(store, chunks, embedder or default_embedder(), known)
+        store.manifest.files[CARDS_KEY] = FileEntry(hash=digest, source="cards", root="", chunks=[c.id for c in chunks])
+        store.manifest.cards_hash = digest
+        store.manifest.embedder = store.manifest.embedder or PIPELINE
+        store.rebuild_bm25()
+        store.save_manifest()
     return True
 
 
