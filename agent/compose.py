@@ -36,6 +36,8 @@ from rlmedic.agent.fit import APPLIED, CARD, KNOWN, LEADING, OTHER, ROOT, candid
 from rlmedic.agent.inquiry import Inquiry
 from rlmedic.types import Citation, Evidence, Fix
 
+#: A related known issue's error string may be claimed by at most this many records (a rarer string is evidence).
+RELATED_SHARED = 3
 #: A second card is mentioned when its score is at least this share of the best one.
 RELATED_SHARE = 0.8
 #: Fixes kept in the structured answer (the text shows five, the rest behind --verbose).
@@ -249,7 +251,10 @@ def _known(inq: Inquiry, case: Case, texts: list[str], kb: Any) -> tuple[Any, li
     carried = {p: v for e in case.evidence for p, v in e.versions.items()}
     versions = {**carried, **read_versions(inq.question, *texts)} if carried else None
     matches = match(texts, question=inq.question, versions=versions, kb=kb, k=4)
-    backed = [m for m in matches if m.how != "similar" and m.certain and same_stack(m, case.framework)]
+    # evidence, not words: an error string few records share, a record's own pattern, or the exception with
+    # most of its message's words; never a similarity of words alone
+    backed = [m for m in matches if m.how != "similar" and same_stack(m, case.framework)
+              and (m.certain or m.how == "exception" or m.shared <= RELATED_SHARED)]
     lead = next((m for m in leading(backed) if _explains(m, case.root, [*texts, inq.question])), None)
     return lead, [m for m in backed if m is not lead][:2]
 
