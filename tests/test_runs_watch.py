@@ -68,5 +68,5 @@ def test_watch_cli_once_on_a_run_folder() -> None:
 
     folder = Path(__file__).parent / "fixtures" / "runs" / "tensorboard-slime-grad-spike"
     result = CliRunner().invoke(app, ["watch", str(folder), "--once", "--stall-minutes", "0"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # it alerted
     assert "gradient norm spiked" in result.output and "train/grad_norm" in result.output

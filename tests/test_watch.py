@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -172,6 +173,17 @@ def _posts(fake: FakeSlack) -> list[str]:
     return [c.args.get("text", "") for c in fake.of("chat.postMessage")]
 
 
+NCCL = ("[rank0]:[E ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+         "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600058 milliseconds before timing out.")
+
+
+def _poll(condition, timeout: float = 30.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
 def test_rlmedic_watch_posts_each_incident_once_to_slack_within_seconds(slack: FakeSlack, tmp_path: Path) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -181,15 +193,18 @@ def test_rlmedic_watch_posts_each_incident_once_to_slack_within_seconds(slack: F
     proc = subprocess.Popen([sys.executable, "-m", "rlmedic", "watch", str(logs), "--slack-channel", "CALERTS",
                              "--interval", "0.2", "--stall-minutes", "0"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err_lines: list[str] = []
+    reader = threading.Thread(target=lambda: err_lines.extend(proc.stderr), daemon=True)
+    reader.start()
     try:
-        time.sleep(3)  # started and idle
-        assert _posts(slack) == []
+        _poll(lambda: any("rlmedic watch: following" in line for line in err_lines), what="watch to start")
         sample = psutil.Process(proc.pid)
         before, t0 = sample.cpu_times(), time.monotonic()
-        time.sleep(2)
+        time.sleep(2)  # a measurement window (ten ticks), not a wait for something to happen
         after, t1 = sample.cpu_times(), time.monotonic()
         idle_share = (after.user + after.system - before.user - before.system) / (t1 - t0)
         assert idle_share < 0.25, f"idle watch used {idle_share:.0%} of a core at a 0.2 s interval"
+        assert _posts(slack) == []  # ten ticks over the healthy lines (and the key) alerted nothing
 
         started = time.monotonic()
         append(log, [OOM, "(TrainWorker pid=3101) RuntimeError: cascade after the OOM"])
@@ -198,15 +213,20 @@ def test_rlmedic_watch_posts_each_incident_once_to_slack_within_seconds(slack: F
         os.rename(log, logs / "rank0.log.1")  # rotation: neither file is read again from zero
         append(log, steps(4, 15, 0.0))
         slack.wait_for(lambda f: len(_posts(f)) == 2, timeout=10)
-        time.sleep(1.5)
+        # a third, different incident: once it is posted, the watcher has looked again after the
+        # second post, so a repeat of either earlier incident would have been posted before it
+        append(log, [NCCL])
+        slack.wait_for(lambda f: len(_posts(f)) >= 3, timeout=10)
     finally:
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
+        proc.wait(timeout=20)
+        reader.join(timeout=5)
+    assert proc.returncode == 0, "".join(err_lines)
     posts = _posts(slack)
-    assert len(posts) == 2, posts
+    assert len(posts) == 3, posts
     assert "cuda-oom" in posts[0] and "rank0.log:8: (TrainWorker pid=3101) torch.OutOfMemoryError" in posts[0]
     assert "zero-reward" in posts[1] and "stayed 0 for 12 consecutive steps" in posts[1]
+    assert "nccl-watchdog-timeout" in posts[2]
     assert all(c.args["channel"] == "CALERTS" for c in slack.of("chat.postMessage"))
     assert "0123456789abcdef0123456789abcdef01234567" not in slack.posted_text()
 
@@ -217,16 +237,28 @@ def test_watch_once_prints_to_stdout_and_webhook_gets_json(slack: FakeSlack, tmp
     log = tmp_path / "train.log"
     append(log, steps(1, 2, 0.5) + [OOM])
     result = runner.invoke(app, ["watch", str(log), "--once"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # it alerted: exit 1, as diagnose --fail-on
     assert result.stdout.count("rlmedic watch: the run failed (cuda-oom") == 1
     assert ":rotating_light:" not in result.stdout  # a Slack shortcode means nothing on a terminal
     result = runner.invoke(app, ["watch", str(log), "--once", "--webhook", slack.url + "/hooks/alerts"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output
     [hook] = [c for c in slack.calls if c.method == "/hooks/alerts"]
     assert "cuda-oom" in hook.args["text"] and hook.args["alert"]["kind"] == "failure"
     assert hook.args["text"].startswith(":rotating_light: ")  # Slack renders it
     result = runner.invoke(app, ["watch", str(log), "--once", "--slack-channel", "C1"])
     assert result.exit_code == 2 and "SLACK_BOT_TOKEN" in result.output
+
+
+def test_watch_once_exits_0_on_a_healthy_log_and_1_once_it_fails(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    append(log, steps(1, 5, 0.5))
+    result = runner.invoke(app, ["watch", str(log), "--once", "--stall-minutes", "0"])
+    assert result.exit_code == 0, result.output
+    assert "rlmedic watch: 0 alert(s)" in result.stderr
+    append(log, [OOM])
+    result = runner.invoke(app, ["watch", str(log), "--once", "--stall-minutes", "0"])
+    assert result.exit_code == 1, result.output
+    assert "rlmedic watch: 1 alert(s)" in result.stderr
 
 
 def test_an_alert_is_not_lost_when_slack_refuses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -237,7 +269,7 @@ def test_an_alert_is_not_lost_when_slack_refuses_it(tmp_path: Path, monkeypatch:
         log = tmp_path / "train.log"
         append(log, [OOM])
         result = runner.invoke(app, ["watch", str(log), "--once", "--slack-channel", "C1"])
-        assert result.exit_code == 0, result.output
+        assert result.exit_code == 1, result.output  # the alert went to stderr instead: still an alert
         assert "posting to Slack failed (SlackApiError)" in result.stderr and "cuda-oom" in result.stderr
         assert [c.method for c in fake.calls] == ["chat.postMessage"]
     finally:

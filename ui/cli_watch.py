@@ -82,7 +82,7 @@ def watch(
     zero_reward_steps: int = typer.Option(10, "--zero-reward-steps", min=1, help="Circuit breaker: this many consecutive zero-reward steps."),
     checkpoints: Optional[Path] = typer.Option(None, "--checkpoints", help="The run's checkpoint root: alerts include the recovery plan."),
     from_end: bool = typer.Option(False, "--from-end", help="Ignore what the logs hold now; watch only new lines."),
-    once: bool = typer.Option(False, "--once", help="Look once, report, and exit."),
+    once: bool = typer.Option(False, "--once", help="Look once, report, and exit (exit 1 when it alerted, as diagnose --fail-on)."),
 ) -> None:
     """Follow live logs and alert once per incident.
 
@@ -119,3 +119,5 @@ def watch(
             signal.signal(sig, handler)
     if once or sent:
         typer.echo(f"rlmedic watch: {sent} alert(s)", err=True)
+    if once and sent:  # a script or CI step that looks once can tell a failing run by the exit code
+        raise typer.Exit(1)
