@@ -80,9 +80,7 @@ def answer_events(question: Any, *, attachments: Sequence[Path] = (), ctx: Any =
         yield from offline_answer(f"offline: {exc.reason}")
         return
     try:
-        agent = Agent(config, model, inquiry.context, attachments=list(inquiry.attachments), thread_id=thread_id,
-                      budgets=budgets, registry=registry, kb=inquiry.knowledge, earlier=list(inquiry.earlier),
-                      history=list(inquiry.history))
+        agent = Agent(config, model, inquiry, thread_id=thread_id, budgets=budgets, registry=registry)
         answered = False
         for event in agent.ask(question):
             if isinstance(event, Final):

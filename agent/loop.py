@@ -419,10 +419,10 @@ def describe_attachments(attachments: Sequence[Path]) -> list[str]:
 class Agent:
     """One conversation with the model (reuse it for follow-up questions on the same thread)."""
 
-    def __init__(self, config: LLMConfig, model: str, ctx: Any, *, attachments: Sequence[Path] = (),
-                 thread_id: str | None = None, budgets: Budgets = Budgets(), registry: Any = None,
-                 call: Callable[..., Any] | None = None, kb: Any = None, earlier: Sequence[Any] = (),
-                 history: Sequence[dict[str, Any]] = ()) -> None:
+    def __init__(self, config: LLMConfig, model: str, inquiry: Any, *, thread_id: str | None = None,
+                 budgets: Budgets = Budgets(), registry: Any = None, call: Callable[..., Any] | None = None) -> None:
+        """``inquiry`` (:class:`~rlmedic.agent.inquiry.Inquiry`): the question's attachments, context,
+        knowledge, the thread's earlier evidence and turns."""
         from rlmedic.memory import collector_paused
 
         with collector_paused():
@@ -436,10 +436,12 @@ class Agent:
 
         # the model's share of the answer never exceeds --timeout / RLMEDIC_TIMEOUT
         budgets = dataclasses.replace(budgets, seconds=min(budgets.seconds, config.timeout_s))
-        self.ctx, self.kb, self.budgets = ctx, kb, budgets
-        self.attachments = list(attachments)
-        self.earlier = [e for e in earlier if e is not None]  # evidence of earlier turns in the session
-        self.history = list(history)  # the session's earlier turns (a follow-up's topic)
+        self.inquiry = inquiry
+        ctx = inquiry.context
+        self.ctx, self.kb, self.budgets = ctx, inquiry.knowledge, budgets
+        self.attachments = list(inquiry.attachments)
+        self.earlier = list(inquiry.earlier)  # evidence of earlier turns in the session
+        self.history = list(inquiry.history)  # the session's earlier turns (a follow-up's topic)
         self.gathered: list[Any] = []  # the evidence this question added (for the session)
         self.call = call or registry.call
         self.thread_id = thread_id or f"once-{uuid.uuid4().hex}"
@@ -614,11 +616,9 @@ class Agent:
         import dataclasses
 
         from rlmedic.agent.compose import compose
-        from rlmedic.agent.inquiry import Inquiry
 
         kb = self.kb if self.kb is not None or self.ctx is None else self.ctx.knowledge()
-        inquiry = Inquiry.of(question, attachments=self.attachments, context=self.ctx, knowledge=kb,
-                             earlier=self.earlier, history=self.history)
+        inquiry = dataclasses.replace(self.inquiry, question=question, knowledge=kb)
         composed = compose(inquiry.with_texts(), evidence, fresh=self.gathered)
         grounded = composed.answer + ("\n" + composed.more if composed.more else "")
         return dataclasses.replace(composed, answer=reply, engine="llm", summary=reply.split("\n", 1)[0][:300],
