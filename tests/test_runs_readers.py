@@ -75,6 +75,7 @@ def test_diagnose_names_pathology_metric_and_first_step_on_wandb(wandb_runs, nam
     assert all(f["framework"] in ("", framework) for f in root["fix_details"])
     code, text = _cli(str(folder))
     assert "ROOT CAUSE" in text and f"^ step {onset}" in text  # the sparkline and its marker
+    assert text.startswith("rlmedic diagnose: 1 run(s), ") and " points in " in text.splitlines()[0]
 
 
 @needs_wandb

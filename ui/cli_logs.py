@@ -68,6 +68,11 @@ def render(diagnosis: Diagnosis, *, verbose: bool = False) -> str:
     lines: list[str] = []
     mb = (stats.get("bytes") or 0) / 1e6
     head = f"rlmedic diagnose: {stats.get('files', 0)} file(s), {mb:.1f} MB, {stats.get('lines', 0)} lines in {stats.get('seconds', 0)} s"
+    runs = stats.get("runs") or []
+    if runs:  # W&B / TensorBoard runs, metric dumps: their curves, not lines
+        head = (f"rlmedic diagnose: {len(runs)} run(s), {sum(int(r.get('points') or 0) for r in runs):,} points"
+                + (f", {stats.get('lines', 0)} console log lines" if stats.get("lines") else "")
+                + f" in {stats.get('seconds', 0)} s")
     if stats.get("last_step") is not None:
         head += f"; last training step {stats['last_step']}"
     lines.append(typer.style(head, dim=True))
