@@ -126,7 +126,10 @@ class SessionStore:
 
             if not self._root_private:  # a sessions/ folder an older version left 0755
                 private_dir(self.root)
-                os.chmod(self.root, 0o700)
+                try:
+                    os.chmod(self.root, 0o700)
+                except OSError:
+                    pass  # not ours to change: the thread folders below are private still
                 self._root_private = True
             private_dir(path)
         return path
