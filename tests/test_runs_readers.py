@@ -343,3 +343,19 @@ def test_damaged_runs_get_one_clear_line_or_a_warning(tmp_path: Path) -> None:
     d = diagnose_runs([tb_dir])
     assert [f.id for f in d.findings] == ["no-curves"] and d.root is None
     assert "No metric could be read" in d.findings[0].summary
+
+
+def test_a_wandb_chart_csv_export_is_a_dump(tmp_path: Path) -> None:
+    """W&B's "Export CSV": Step, "<run> - <key>", and __MIN/__MAX columns beside each key."""
+    series, onset = curves("zero_reward", "verl", seed=12, onset=90)
+    steps, values = series["critic/score/mean"]
+    ent_steps, ent = series["actor/entropy"]
+    lines = ['"Step","exp-7 - critic/score/mean","exp-7 - critic/score/mean__MIN","exp-7 - critic/score/mean__MAX",'
+             '"exp-7 - actor/entropy"']
+    lines += [f"{s},{v},{v},{v},{e}" for s, v, e in zip(steps, values, ent)]
+    path = tmp_path / "wandb_export_2026-01-01.csv"
+    path.write_text("\n".join(lines) + "\n")
+    assert run_kind(path) == "dump"
+    d = diagnose_runs([path])
+    assert sorted(d.stats["runs"][0]["concepts"].values()) == ["actor/entropy", "critic/score/mean"]
+    assert d.root_finding.id == "zero-reward" and d.root_finding.evidence["step"] == onset

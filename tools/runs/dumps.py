@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def read_dump(path: Path, step_keys: tuple[str, ...], confinement: Any = None) -
                 walls.append(col[np.isfinite(col)])
                 break
         for key, col in named.items():
-            if key in step_keys or key in _WALL_KEYS:
+            if key in step_keys or key in _WALL_KEYS or key.startswith("_"):
                 continue
             values = _numeric(col)
             if values is None:
@@ -148,6 +149,21 @@ def _jsonl_rows(text: str) -> Any:
             yield _flatten(obj) if line.find("{", 1) != -1 else obj
 
 
+#: W&B's "Export CSV" of a chart: ``Step``, ``<run name> - <key>``, ``<run name> - <key>__MIN`` / ``__MAX``
+_WANDB_EXPORT = re.compile(r"^.+? - (.+?)(__MIN|__MAX)?$")
+
+
+def _export_column(name: str) -> str:
+    """A CSV column as its metric key: W&B's export prefixes the run's name and adds min/max columns
+    (left out: a key starting with ``_`` is not a curve)."""
+    if name == "Step":
+        return "step"
+    m = _WANDB_EXPORT.match(name)
+    if m is None:
+        return name
+    return f"_{m.group(1)}{m.group(2)}" if m.group(2) else m.group(1)
+
+
 def _csv_rows(text: str) -> Any:
     import csv
 
@@ -155,6 +171,7 @@ def _csv_rows(text: str) -> Any:
     header = next(reader, None)
     if not header:
         return
+    header = [_export_column(h) for h in header]
     for cells in reader:
         row: dict[str, Any] = {}
         for key, cell in zip(header, cells):
