@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlmedic.confine import looks_binary
+from rlmedic.confine import looks_binary, walk_tree
 from rlmedic.errors import UserError
 
 DOC_SUFFIXES = (".md", ".markdown", ".mdx", ".rst", ".txt", ".text")
@@ -195,9 +195,11 @@ def discover(paths: list[Path]) -> list[tuple[Path, Path]]:
         if root.is_file():
             found.append((root, root.parent))
         elif root.is_dir():
-            for file in sorted(root.rglob("*")):
-                if file.is_file() and file.suffix.lower() in DOC_SUFFIXES and not any(
-                    part.startswith(".") for part in file.relative_to(root).parts
-                ):
+            files = []
+            for folder, dirs, names in walk_tree(root):  # not rglob: it recursed, a deep folder crashed
+                dirs[:] = [d for d in dirs if not d.startswith(".")]
+                files += [Path(folder, n) for n in names if not n.startswith(".")]
+            for file in sorted(files):
+                if file.suffix.lower() in DOC_SUFFIXES and file.is_file():
                     found.append((file, root))
     return found

@@ -60,3 +60,15 @@ def test_a_shallower_deep_tree_is_read_to_the_bottom(deep) -> None:
 
     files = ToolCache._files([str(deep)], Confinement.for_paths([deep]))  # the session's cache key walks too
     assert files is not None and sorted(p.name for p in files) == ["bottom.log", "top.log"]
+
+
+def test_documents_of_a_deep_folder_are_found_for_the_index(deep, tmp_path: Path) -> None:
+    from rlmedic.knowledge.chunking import discover
+
+    tree = deep(1500)
+    bottom = tree.joinpath(*["d"] * 1500, "notes.md")
+    bottom.write_text("# Notes\n")
+    (tree / ".hidden").mkdir()
+    (tree / ".hidden" / "secret.md").write_text("x")
+    (tree / "top.md").write_text("# Top\n")
+    assert [f.name for f, _root in discover([tree])] == ["notes.md", "top.md"]
