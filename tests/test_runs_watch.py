@@ -70,3 +70,23 @@ def test_watch_cli_once_on_a_run_folder() -> None:
     result = CliRunner().invoke(app, ["watch", str(folder), "--once", "--stall-minutes", "0"])
     assert result.exit_code == 1, result.output  # it alerted
     assert "gradient norm spiked" in result.output and "train/grad_norm" in result.output
+
+
+def test_watch_follows_a_growing_wandb_transaction_log(tmp_path: Path) -> None:
+    """The committed W&B run's log, made to grow in the watched folder as the SDK appends to it (a torn
+    last record included): no alert while the curves are healthy, one when the length cap is hit."""
+    pytest.importorskip("wandb", reason="the wandb extra reads the transaction log (CI installs it)")
+    src = next((Path(__file__).parent / "fixtures" / "runs" / "wandb-verl-length-cap" / "wandb").glob("offline-run-*"))
+    data = next(src.glob("run-*.wandb")).read_bytes()
+    run_dir = tmp_path / "wandb" / src.name
+    run_dir.mkdir(parents=True)
+    log = run_dir / next(src.glob("run-*.wandb")).name
+    watcher = RunWatcher([str(tmp_path / "wandb")], WatchOptions(stall_minutes=30))
+    log.write_bytes(data[: len(data) * 2 // 5 + 3])  # about step 45, cut inside a record
+    assert watcher.tick() == []
+    assert 30 < watcher.last[str(run_dir)].last_step < 70
+    log.write_bytes(data)
+    alerts = watcher.tick()
+    assert [a.kind for a in alerts] == ["length_cap"] and "from step 70" in alerts[0].summary
+    assert "then reward stuck at zero (critic/score/mean from step 80)" in alerts[0].summary
+    assert watcher.tick() == []

@@ -105,12 +105,19 @@ class RunWatcher:
                     rules = self._rules()
                     self._follow_console(run)
                 dets, _ = detect(run, builtin_vocabulary(), rules, now=now)
+                fresh = []
                 for det in dets:
                     incident = f"{key}|{det.id}|{det.step if det.id != 'run-stopped' else 'stopped'}"
-                    if incident in self.alerted:
-                        continue
-                    self.alerted.add(incident)
-                    alerts.append(self._alert(incident, finding_for(det, run)))
+                    if incident not in self.alerted:
+                        self.alerted.add(incident)
+                        fresh.append((incident, det))
+                if fresh:  # what began first leads; what followed in the same look is named in its alert
+                    fresh.sort(key=lambda p: (p[1].step, p[1].id == "run-stopped"))
+                    alert = self._alert(fresh[0][0], finding_for(fresh[0][1], run))
+                    if len(fresh) > 1:
+                        alert.summary += "; then " + "; ".join(
+                            f"{d.rule['title']} ({d.key} from step {d.step})" for _i, d in fresh[1:])
+                    alerts.append(alert)
                 if not dets or all(d.id != "run-stopped" for d in dets):  # moving again: a later stop is new
                     self.alerted.discard(f"{key}|run-stopped|stopped")
         if self.log_watcher is None and self.logs:
