@@ -872,6 +872,10 @@ def parse_backend(value: str) -> ParallelSpec:
     """Parse ``<backend>:<dims>`` (also ``megatron:(attn:...|ffn:...)``); raise ValueError when malformed."""
     text = str(value).strip()
     if ":" not in text:
+        if text.lower() in {**INFERENCE_BACKENDS, **TRAIN_BACKENDS}:
+            # the backend is named; what is missing is how many GPUs it gets and how they are split
+            raise ValueError(f"the backend {text.lower()!r} has no parallel dimensions "
+                             f"(write e.g. '{text.lower()}:d4'; the dimensions say how many GPUs and how they split)")
         raise ValueError("missing the backend prefix (write e.g. 'sglang:d4' or 'fsdp:d4t2'; bare dimensions are no longer accepted)")
     backend, dims = text.split(":", 1)
     backend = backend.strip().lower()

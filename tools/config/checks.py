@@ -233,9 +233,26 @@ def _areal_mb_tokens(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Fin
 _ENGINE_KEYS = ("rollout.backend", "actor.backend", "ref.backend", "critic.backend", "teacher.backend")
 
 
+def _allocation_dims(cfg: ArealConfig, *, rollout: bool) -> str:
+    """The parallel dimensions the legacy ``allocation_mode`` gives the rollout (or training) engine, e.g. ``d4t2``; "" when none."""
+    from rlmedic.tools.config.areal import parse_allocation_mode
+
+    legacy = cfg.get("allocation_mode")
+    if not isinstance(legacy, str) or not legacy.strip() or "${" in legacy:
+        return ""
+    try:
+        gen, train = parse_allocation_mode(legacy)
+    except ValueError:
+        return ""
+    spec = gen if rollout else train
+    if spec is None or spec.hybrid:
+        return ""
+    return spec.raw.split(":", 1)[1]
+
+
 @check("areal_backend_syntax")
 def _areal_backend_syntax(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> list[Finding]:
-    from rlmedic.tools.config.areal import parse_allocation_mode, parse_backend
+    from rlmedic.tools.config.areal import INFERENCE_BACKENDS, TRAIN_BACKENDS, parse_allocation_mode, parse_backend
 
     problems = []
     for key in _ENGINE_KEYS:
@@ -247,12 +264,25 @@ def _areal_backend_syntax(cfg: ArealConfig, ctx: LintContext, rule: Rule) -> lis
         except ValueError as exc:
             changes = []
             default = "sglang" if key.startswith("rollout") else "fsdp"
-            try:
-                parse_backend(f"{default}:{raw.strip()}")
-                changes.append(rule.change(key, raw, f"{default}:{raw.strip()}",
-                                           f"backend strings need an explicit backend prefix; {default} is AReaL's usual engine for {key.split('.')[0]}"))
-            except ValueError:
-                pass
+            bare = raw.strip().lower()
+            if ":" not in bare and bare in {**INFERENCE_BACKENDS, **TRAIN_BACKENDS}:
+                # a backend name without dimensions: the legacy allocation_mode, when there, says them
+                dims = _allocation_dims(cfg, rollout=key.startswith("rollout"))
+                proposed = f"{bare}:{dims}" if dims else ""
+                try:
+                    parse_backend(proposed)
+                except ValueError:
+                    proposed = ""
+                if proposed:
+                    changes.append(rule.change(key, raw, proposed, f"allocation_mode {cfg.get('allocation_mode')!r} gives the "
+                                               f"{'rollout' if key.startswith('rollout') else 'training'} engine {dims}"))
+            else:
+                try:
+                    parse_backend(f"{default}:{raw.strip()}")
+                    changes.append(rule.change(key, raw, f"{default}:{raw.strip()}",
+                                               f"backend strings need an explicit backend prefix; {default} is AReaL's usual engine for {key.split('.')[0]}"))
+                except ValueError:
+                    pass
             problems.append(rule.problem(ctx, key, f"{key} = {raw!r}: {exc}", line=cfg.line(key), changes=changes))
     legacy = cfg.get("allocation_mode", resolve=False)
     if isinstance(legacy, str) and legacy.strip() and "${" not in legacy:

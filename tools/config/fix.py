@@ -493,13 +493,45 @@ def apply_changes(framework: str, config: Any, changes: list[Fix]) -> None:
                 config.set(change.key, change.new)
 
 
+#: A colocated run on GPUs up to this size (24-48 GB cards: RTX 4090/5090, A40, L40S; a 48 GB card reports
+#: ~44.5 GiB, an 80 GB one ~79) that runs out of memory in training also gets the colocated remedies:
+#: there the trainer's room is what SGLang's share leaves (seed 004, "CUDA Out of Memory on A40/RTX 5090").
+SMALL_GPU_GIB = 50.0
+
+
+def _gpu_gib(ctx: LintContext) -> float | None:
+    """The GPU's memory in GiB: the snapshot's smallest GPU, else the OOM message's total capacity."""
+    from rlmedic.tools.gpu.advice import smallest_gpu
+
+    gpu = smallest_gpu(ctx.snapshot)
+    if gpu is not None and gpu.memory_total:
+        return gpu.memory_total / 2**30
+    sizes = [_num((f.evidence.get("numbers") or {}).get("total_capacity_gib")) for f in ctx.findings
+             if isinstance(f.evidence.get("numbers"), dict)]
+    sizes = [s for s in sizes if s]
+    return min(sizes) if sizes else None
+
+
+def _phases(framework: str, config: Any, ctx: LintContext) -> list[str]:
+    """The log's failure phases, plus ``colocated`` for a training OOM of a colocated AReaL run on a small GPU."""
+    phases = list(ctx.phases)
+    if framework != "areal" or "training" not in phases or "colocated" in phases:
+        return phases
+    from rlmedic.tools.config.checks import areal_layout
+
+    gib = _gpu_gib(ctx)
+    if areal_layout(config).colocated and gib is not None and gib <= SMALL_GPU_GIB:
+        phases.append("colocated")
+    return phases
+
+
 def _remedy_changes(framework: str, config: Any, ctx: LintContext) -> tuple[list[Fix], list[Fix], list[Fix]]:
     """(applied, alternatives, actions) from the log's failure phases."""
     table = load_remedies().get(framework, {})
     applied: list[Fix] = []
     alternatives: list[Fix] = []
     actions: list[Fix] = []
-    for phase in ctx.phases:
+    for phase in _phases(framework, config, ctx):
         chosen = False
         for entry in table.get(phase, []):
             fn = REMEDIES.get(entry.id)
@@ -511,7 +543,7 @@ def _remedy_changes(framework: str, config: Any, ctx: LintContext) -> tuple[list
                 if entry.id == "kill-leftover-processes" and ctx.snapshot is not None and ctx.snapshot.has_gpus:
                     chosen = True  # leftovers explain the OOM: no config change needed
                 continue
-            if not chosen:
+            if not chosen or entry.also:
                 applied += result
                 chosen = True
             else:
@@ -593,7 +625,7 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
     actions += _by_hand(problems, applied + satisfied, actions)
     return FixResult(
         path=config.path, framework=framework, problems=problems, changes=applied, alternatives=alternatives,
-        actions=actions, remaining=remaining, text=work.dump(), diff=redact(work.diff()), phases=ctx.phases,
+        actions=actions, remaining=remaining, text=work.dump(), diff=redact(work.diff()), phases=_phases(framework, config, ctx),
         settled=satisfied, settings=_settings(framework, config),
     )
 

@@ -95,6 +95,8 @@ class Remedy(_Cited):
     key: str = ""
     flag: str = ""
     action: str = ""
+    #: applied along with the phase's first change instead of offered as an alternative
+    also: bool = False
 
 
 _SEVERITIES = ("critical", "error", "warning", "info")
@@ -144,7 +146,7 @@ def load_remedies(path: str | None = None) -> dict[str, dict[str, list[Remedy]]]
                 Remedy(
                     id=e["id"], framework=framework, phase=phase,
                     citations=tuple(citation_from(c) for c in e.get("citations", [])),
-                    key=e.get("key", ""), flag=e.get("flag", ""), action=e.get("action", ""),
+                    key=e.get("key", ""), flag=e.get("flag", ""), action=e.get("action", ""), also=bool(e.get("also")),
                 )
                 for e in entries
             ]

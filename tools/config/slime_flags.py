@@ -167,7 +167,10 @@ def _check_values(launch: SlimeLaunch, occ: FlagOccurrence, entry: dict[str, Any
         try:
             converted = _convert(value, kind)
         except ValueError:
-            return problem(f"{occ.flag} expects {_describe(kind, nargs)}, got {value!r}", "slime-flag-type")
+            changes = _integer_for(occ, entry, value, citation) if kind == "int" and nargs in (None, "?") else []
+            hint = f"; did you mean {changes[0].new}?" if changes else ""
+            return problem(f"{occ.flag} expects {_describe(kind, nargs)}, got {value!r}: argparse stops at start-up{hint}",
+                           "slime-flag-type", changes, suggestion=str(changes[0].new) if changes else "")
         choices = entry.get("choices")
         if choices and converted not in choices and str(converted) not in [str(c) for c in choices]:
             close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.6)
@@ -179,6 +182,23 @@ def _check_values(launch: SlimeLaunch, occ: FlagOccurrence, entry: dict[str, Any
             return problem(f"{occ.flag} {value!r} is not one of {listed}" + (f"; did you mean {close[0]!r}?" if close else ""),
                            "slime-flag-choice", changes, suggestion=close[0] if close else "")
     return None
+
+
+def _integer_for(occ: FlagOccurrence, entry: dict[str, Any], value: str, citation: Any) -> list[Fix]:
+    """The integer a number written another way means (``256.0``, ``2e2``, ``1_024``), or the nearest one."""
+    import math
+
+    try:
+        number = float(value)
+    except ValueError:
+        return []
+    if not math.isfinite(number):
+        return []
+    new = int(number) if number.is_integer() else round(number)
+    why = ("the same number written as an integer: argparse's int() does not read decimals or exponents"
+           if number.is_integer() else
+           f"the nearest integer to {value} (this flag counts whole items): check it is the value you meant")
+    return [Fix(op="set", key=occ.flag, old=value, new=new, why=why, rule="slime-flag-type", citations=(citation,))]
 
 
 def _describe(kind: str, nargs: Any) -> str:
