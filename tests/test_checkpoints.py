@@ -131,6 +131,25 @@ def test_step_188_before_step(tmp_path: Path) -> None:
     assert any(c["kind"] == "doc" and c["ref"] == "AReaL docs/en/reference/checkpointing.md" for c in cites)
 
 
+def test_from_weights_plan_pins_ref_path_when_the_config_derives_it_from_actor_path(tmp_path: Path) -> None:
+    """actor.path=<saved weights> would carry ref.path: ${actor.path} along: the KL reference must stay the base model."""
+    areal_tree(tmp_path)
+    report = list_checkpoints(tmp_path, before_step=188, mounts=VOLUME, confinement=ANYWHERE)
+    derived = parse_areal_config("actor:\n  path: Qwen/Qwen2.5-1.5B-Instruct\nref:\n  path: ${actor.path}\n")
+    plan = recovery_plan(report, config=derived)
+    assert plan.mode == "from-weights"
+    assert "ref.path=Qwen/Qwen2.5-1.5B-Instruct" in plan.config_lines
+    assert plan.config_lines.index("ref.path=Qwen/Qwen2.5-1.5B-Instruct") > plan.config_lines.index(f"actor.path={plan.resume_from.path}")
+    assert "ref.path=Qwen/Qwen2.5-1.5B-Instruct" in plan.command
+    assert any("ref.path is pinned to the base model" in n for n in plan.notes)
+    # a ref.path of its own is left alone, and without a config the plan only says to keep it
+    own = parse_areal_config("actor:\n  path: Qwen/Qwen2.5-1.5B-Instruct\nref:\n  path: /models/base\n")
+    for config in (own, None):
+        plan = recovery_plan(report, config=config)
+        assert not any(line.startswith("ref.path=") for line in plan.config_lines)
+        assert any("keep ref.path on the original base model" in n for n in plan.notes)
+
+
 def test_plan_lists_what_differs_in_the_new_config(tmp_path: Path) -> None:
     areal_tree(tmp_path, ranks=4)
     report = list_checkpoints(tmp_path, mounts=VOLUME, confinement=ANYWHERE)

@@ -918,13 +918,29 @@ def _areal_plan(report: CheckpointReport, config: Any) -> RecoveryPlan:
     new_trial = f"{trial}_from_step{hf.step}" if trial else f"resume_step{hf.step}"
     # a new trial has no recover_info, so recover.mode=auto starts fresh and protects the new run
     lines = [f"experiment_name={exp}", f"trial_name={new_trial}", f"actor.path={hf.path}", "recover.mode=auto"]
+    base = _ref_follows_actor(config)
+    if base:
+        # ref.path: ${actor.path} would follow the override to the trained weights: the KL reference must stay the base
+        lines.insert(3, f"ref.path={base}")
     command = ("python -m areal.launcher.local <your_train_script.py> --config " + shlex.quote(str(config_path)) + " "
                + " ".join(shlex.quote(x) for x in lines))
     notes += [f"restart from the saved weights of global step {hf.step} ({hf.path}) as a new trial; optimizer state, data "
               "position and step counter start fresh (Hugging Face saves hold weights only)",
+              f"ref.path is pinned to the base model {base}: the config derives it from actor.path" if base else
               "keep ref.path on the original base model if you use a KL penalty"]
     return RecoveryPlan("areal", "from-weights", hf, command, lines, [], differences, notes,
                         cites + [card_citation("recovery-checkpoint-missing")])
+
+
+def _ref_follows_actor(config: Any) -> str:
+    """The base model's path when the config's ``ref.path`` is derived from ``actor.path`` (``${actor.path}``), else ""."""
+    if config is None:
+        return ""
+    raw = config.get("ref.path", resolve=False)
+    base = config.get("actor.path")
+    if not isinstance(raw, str) or "${actor.path}" not in raw.replace(" ", "") or not isinstance(base, str) or not base:
+        return ""
+    return str(config.get("ref.path"))
 
 
 def _areal_differences(report: CheckpointReport, config: Any, ckpt: Checkpoint | None) -> list[str]:
