@@ -79,6 +79,13 @@ def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evide
     lead_known, related = _known(inq, case, texts, kb) if (repeat_root or not follow) else (None, [])
     if case.nothing and (lead_known is not None or related):  # a known error string is something to go on
         case = dataclasses.replace(case, nothing=False)
+    if not case.framework and lead_known is not None:  # an error only one framework's record has names it
+        theirs = set(lead_known.record.frameworks) & RL_FRAMEWORKS
+        repo = RL_REPOS.get(str(lead_known.record.source).split("#")[0].split("/")[-1].lower(), "")
+        named = theirs if len(theirs) == 1 else ({repo} & RL_FRAMEWORKS)
+        if named:
+            case = dataclasses.replace(case, framework=named.pop())
+            related = [m for m in related if same_stack(m, case.framework)]
     cards = _cards(inq, case, kb, follow=follow, repeat_root=repeat_root)
     docs, docs_lead = _docs(inq, case, kb)
 
