@@ -169,6 +169,8 @@ for job in jobs:
     for step, data in job["rows"]:
         run.log({**{k: (float("nan") if v is None else v) for k, v in data.items()}, **job.get("extra", {})}, step=step)
     if job["crash"]:
+        import time
+        time.sleep(2)  # what was sent reaches the log (a real preemption may lose the last records too)
         sys.stdout.flush()
         os._exit(0)  # the process dies: no finish(), no exit record
     run.finish(exit_code=job.get("exit_code", 0))

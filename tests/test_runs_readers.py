@@ -31,7 +31,7 @@ needs_tb = pytest.mark.skipif(not HAVE_TB, reason="the tensorboard extra is not 
 
 #: (pathology, framework, onset, crash) of the W&B runs one child process writes for this module
 WANDB_RUNS = [("length_cap", "verl", 140, False), ("entropy_collapse", "slime", 90, False),
-              ("kl_blowup", "areal", 120, True)]
+              ("kl_blowup", "areal", 80, True)]
 
 
 @pytest.fixture(scope="module")
