@@ -127,13 +127,17 @@ def main() -> None:
     from rlmedic.agent.evaluate import inapplicable
 
     INAPPLICABLE = inapplicable
+    import rlmedic.agent.fit  # noqa: F401 - loaded now: the judge of an older commit's answers too
+    import rlmedic.tools.config.keys  # noqa: F401
     results = {}
     if args.rev:
         tree = Path(tempfile.mkdtemp(prefix="rlmedic-rev-")) / "tree"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), args.rev],
                        check=True, capture_output=True)
         try:
+            judge = {name: sys.modules[name] for name in ("rlmedic.tools.config.keys", "rlmedic.agent.fit")}
             use_code_of(tree)
+            sys.modules.update(judge)  # the judge stays today's, whatever that commit had
             start = time.perf_counter()
             results[f"at {args.rev}"] = (run(cases, shown=8), time.perf_counter() - start)
         finally:
