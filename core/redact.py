@@ -88,7 +88,10 @@ _NAME = (
 #: Values that are never secrets: interpolations, placeholders, special tokens, numbers, nulls,
 #: names of variables.
 _NOT_A_VALUE = (
-    r"(?!\[REDACTED\]|\$|%\(|\{\{|<|\[|\*{3}|\.{3}"
+    # ($ starts a value unless it is a variable reference filling it: ${X}, $(cmd), $NAME; a YAML block
+    # scalar's indicator (|, >-) and a shell line continuation (\ at the end) have the value on the next line)
+    r"(?!\[REDACTED\]|\$\{|\$\(|\$[A-Za-z_]\w*(?![^\s'\",})\\])|%\(|\{\{|<|\[|\*{3}|\.{3}"
+    r"|[|>][-+]?[1-9]?[ \t]*(?:#[^\n]*)?(?:\r?\n|\\n|$)|\\{1,2}(?:\r?\n|\\n)"
     r"|(?:none|null|nil|true|false|~|required|optional|str|string|env)(?![\w/+=-])"
     r"|-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w/+=-])"
     # a variable passed on (api_key=api_key, token=args.hf_token), not a value
@@ -96,7 +99,15 @@ _NOT_A_VALUE = (
 )
 _QUOTE = r"(?:\\?['\"])"  # a quote, or an escaped one inside a JSON string
 
-_KEY_FLAG_WORDS = r"(?:api[_-]?key|wandb[_-]?key|access[_-]?key|secret[_-]?key|auth[_-]?key|token|secret|password|passwd)"
+#: What may come before the text of a log line that continues the one above: an excerpt's gutter
+#: (``>  12 | ``), a Ray actor's prefix (``(TrainWorker pid=7) ``), a comment's ``#``.
+_NEXT_LINE_PREFIX = r"(?:[ >]{0,3}\d{1,9} \| )?(?:\([^()\n]{0,80}\) ?)?(?:#+(?=[ \t]))?"
+
+#: How a secret flag's name ends, as fixed-width lookbehinds (checked after the whole name is read once:
+#: ``--[\w-]*token`` backtracked over every dash of a long ``-----`` run, from every one of them).
+_KEY_FLAG_END = "(?:" + "|".join(
+    f"(?<={who}{sep}key)" for who in ("api", "wandb", "access", "secret", "auth") for sep in ("_", "-", "")
+) + "|(?<=token)|(?<=secret)|(?<=password)|(?<=passwd))"
 
 
 def _rx(pattern: str, flags: int = 0) -> re.Pattern[str]:
@@ -146,6 +157,17 @@ KINDS: list[SecretKind] = [
          "image data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="),
     ),
     SecretKind(
+        "key_block_tail",
+        # the last, short line of a private key's body, right above its END line (an excerpt that starts
+        # inside the block has no BEGIN line; its full-width lines are key_material_line's)
+        _rx(r"(?:(?<![A-Za-z0-9+/=])|(?<=\\n))(?P<secret>[A-Za-z0-9+/]{4,76}={0,2})[ \t]*"
+            r"(?=(?:\r?\n|\\n)[^\n]{0,120}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY)"),
+        ("-----end",),
+        ("MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDuictGeurT8jNbvJZHtCSuYEvu\nDXO8bJ6ZGQ==\n-----END PRIVATE KEY-----",
+         "(Worker pid=3) QyNTUxOQAAACCxO38t\n(Worker pid=3) -----END OPENSSH PRIVATE KEY-----"),
+        ("-----END CERTIFICATE-----", "done\n-----END PUBLIC KEY-----"),
+    ),
+    SecretKind(
         "jwt",
         _rx(r"(?<![\w-])(?P<secret>eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)"),
         ("eyj",),
@@ -171,11 +193,14 @@ KINDS: list[SecretKind] = [
     SecretKind(
         "url_password",
         # user:password@host and :password@host (redis://:pw@host); the user name stays
-        _rx(r"(?i)([a-z][a-z0-9+.-]*://[^\s:/@'\"]*:)(?P<secret>(?!\[REDACTED\])[^\s@/'\"]+)(?=@)"),
+        # (bounded runs: an unbounded scheme was scanned from every letter of a long word, 40,000 letters
+        # before :// took 20 s)
+        _rx(r"(?i)([a-z][a-z0-9+.-]{0,30}://[^\s:/@'\"]{0,256}:)(?P<secret>(?!\[REDACTED\])[^\s@/'\"]{1,512})(?=@)"),
         ("://",),
         ("connecting to https://trainer:s3cr3tPassw0rd@registry.example.com/v2",
          "REDIS_URL=redis://:hunter2@10.0.0.5:6379/0",
-         "postgresql://admin:pw@db:5432/runs"),
+         "postgresql://admin:pw@db:5432/runs",
+         "https://trainer:p%40ss%3Aw0rd@registry.example.com/v2"),
         ("http://localhost:8000/v1/chat/completions", "ssh://git@github.com:22/org/repo.git",
          "see https://example.com/a:b@c"),
     ),
@@ -209,6 +234,59 @@ KINDS: list[SecretKind] = [
         ("ghp_short", "github_pat_ is the prefix of a fine-grained token"),
     ),
     SecretKind(
+        "gitlab_token",
+        _rx(r"(?<![\w-])(?P<secret>gl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,})"),
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "gloas-"),
+        ("git clone https://oauth2:glpat-AbCdEfGhIjKlMnOpQrSt@gitlab.example.com/rl/run.git",
+         "GITLAB_TOKEN glpat-xY12_zW34-vU56tS78rQ90"),
+        ("glpat- is how GitLab personal tokens start", "glpat-short"),
+    ),
+    SecretKind(
+        "nvidia_api_key",
+        _rx(r"(?<![\w-])(?P<secret>nvapi-[A-Za-z0-9_-]{20,})"),
+        ("nvapi-",),
+        ("NGC key nvapi-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",),
+        ("nvapi- keys come from build.nvidia.com", "nvapi-docs"),
+    ),
+    SecretKind(
+        "slack_webhook",
+        # the path of an incoming webhook is its secret: whoever has it posts to the channel
+        _rx(r"(?i)(hooks\.slack\.com/(?:services|workflows|triggers)/)(?P<secret>[A-Za-z0-9_-]{6,}(?:/[A-Za-z0-9_-]+){0,4})"),
+        ("hooks.slack.com",),
+        ("SLACK_WEBHOOK_URL=https://hooks.slack.com/services/T0123ABCD/B0456EFGH/abcdefghijklmnopqrstuvwx",
+         "posting alert to https://hooks.slack.com/workflows/T01ABCDEF/A02BCDEFG/123456789/abcDEF"),
+        ("see https://api.slack.com/messaging/webhooks", "https://hooks.slack.com/ is Slack's webhook host"),
+    ),
+    SecretKind(
+        "azure_account_key",
+        # storage connection strings: AccountKey=, SharedAccessKey= (Service Bus, Event Hubs), sig= of a SAS
+        _rx(r"(?i)((?:account|sharedaccess)key\s*=\s*)(?P<secret>(?!\[REDACTED\])[A-Za-z0-9+/=]{16,})"),
+        ("accountkey", "sharedaccesskey"),
+        ("DefaultEndpointsProtocol=https;AccountName=runs;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;EndpointSuffix=core.windows.net",
+         "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=send;SharedAccessKey=AbCdEfGhIjKlMnOpQrStUvWx0123456789+/=="),
+        ("AccountKey is missing from the connection string", "AccountName=runs;EndpointSuffix=core.windows.net"),
+    ),
+    SecretKind(
+        "cookie_header",
+        # a Cookie or Set-Cookie header carries session ids: its whole value goes
+        _rx(r"(?i)(\b(?:set-)?cookie\\?['\"]?[ \t]*:[ \t]*\\?['\"]?)(?P<secret>(?!\[REDACTED\])[^\s'\"\\][^\n'\"\\]{0,4095})"),
+        ("cookie",),
+        ("Cookie: sessionid=8f3a9c2e7b1d4f6a; csrftoken=x",
+         '{"Set-Cookie": "session=eyJ1c2VyIjoxfQ.Zx9; HttpOnly"}',
+         "request headers: Cookie: _ga=GA1.2.3; connect.sid=s%3Aabc123def456"),
+        ("the cookie consent banner", "cookies: 3", "set_cookie_policy strict"),
+    ),
+    SecretKind(
+        "aws_presigned_url",
+        # a presigned S3 URL works for anyone until it expires: its signature and session token go
+        _rx(r"(?i)([?&]X-Amz-(?:Signature|Security-Token)=)(?P<secret>(?!\[REDACTED\])[^&\s'\"]{8,})"),
+        ("x-amz-",),
+        ("GET https://ckpt.s3.amazonaws.com/model.pt?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20250101T000000Z"
+         "&X-Amz-Expires=3600&X-Amz-Signature=4f2c8a1b9d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a",
+         "url ...&X-Amz-Security-Token=IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQ&X-Amz-Expires=60"),
+        ("X-Amz-Signature header missing", "X-Amz-Date=20250101T000000Z"),
+    ),
+    SecretKind(
         "google_api_key",
         _rx(r"(?<![\w-])(?P<secret>AIza[0-9A-Za-z_-]{35})"),
         ("aiza",),
@@ -232,7 +310,9 @@ KINDS: list[SecretKind] = [
     SecretKind(
         "wandb_login",
         # `wandb login KEY` on a command line, and wandb.login(key='KEY') in Python
-        _rx(r"(?i)(\bwandb\s+login\s+(?:--\S+\s+)*+|\bwandb\.login\s*\([^)]*?\bkey\s*=\s*\\?['\"]?)"
+        # (the arguments before key= are searched on the line, 400 characters at most: a wandb.login( never
+        # closed was scanned to the end of the text from every occurrence, 100 s for 3 MB)
+        _rx(r"(?i)(\bwandb\s+login\s+(?:--\S+\s+)*+|\bwandb\.login\s*\([^)\n]{0,400}?\bkey\s*=\s*\\?['\"]?)"
             r"(?P<secret>(?!\[REDACTED\]|None\b|os\.)[^\s'\",)\\]+)"),
         ("wandb",),
         (f"wandb login {W}", f"wandb login --relogin {W}", f"wandb.login(key='{W}')",
@@ -248,7 +328,7 @@ KINDS: list[SecretKind] = [
     ),
     SecretKind(
         "secret_cli_flag",
-        _rx(rf"(?i)(--[\w-]*{_KEY_FLAG_WORDS}(?:=|\s+))(?P<secret>(?!\[REDACTED\]|\$\{{|--)[^\s'\"]+)"),
+        _rx(rf"(?i)((?<![\w-])--[\w-]*+{_KEY_FLAG_END}(?:=|\s+))(?P<secret>(?!\[REDACTED\]|\$\{{|--)[^\s'\"]+)"),
         ("--",),
         (f"--wandb-key {W}", "--hf-token=hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123", "--db-password hunter2",
          "--sglang-router-api-key sk-x-12345678"),
@@ -283,7 +363,8 @@ KINDS: list[SecretKind] = [
          "  db_password: pw",
          "client_secret=Zm9vYmFyYmF6cXV4",
          "aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-         "SLACK_BOT_TOKEN: 'abc.def-ghi-42'"),
+         "SLACK_BOT_TOKEN: 'abc.def-ghi-42'",
+         "db_password: $ecr3t!Pass"),
         ("tokenizer_path: /models/Qwen2.5-7B-Instruct",
          "  max_new_tokens: ${gconfig.max_new_tokens}",
          '{"max_tokens_per_mb": 20480000, "tokenizer": "/models/qwen/tokenizer"}',
@@ -293,6 +374,7 @@ KINDS: list[SecretKind] = [
          "token_budget: 4096",
          "max_token_len: 16384",
          "api_key: ${oc.env:OPENAI_API_KEY}",
+         "api_key: $OPENAI_API_KEY",
          "wandb_api_key: null",
          "password: None",
          "input_key: prompt",
@@ -307,6 +389,42 @@ KINDS: list[SecretKind] = [
          "login(token=args.hf_token)",
          "/etc/passwd: outside the allowed roots (/tmp/allowed)",
          "~/.cache/huggingface/token: no such file or directory"),
+    ),
+    SecretKind(
+        "secret_on_next_line",
+        # the value one line down: a YAML block scalar (hf_token: >-, password: |) or a shell line
+        # continuation (export WANDB_API_KEY=\); secret_assignment leaves those names alone
+        _rx(rf"(?i)((?<![\w/\\-])(?=[\w-]++{_QUOTE}{{0,2}}\s*[=:]){_NAME}{_QUOTE}{{0,2}}\s*"
+            rf"(?::[ \t]*[|>][-+]?[1-9]?[ \t]*(?:#[^\n\\]*)?|=[ \t]*\\{{1,2}})(?:\r?\n|\\n){_NEXT_LINE_PREFIX}[ \t]*{_QUOTE}?)"
+            rf"(?P<secret>{_NOT_A_VALUE}[^\s'\"\\#]+)"),
+        ("key", "token", "secret", "password", "passwd", "passphrase", "credential"),
+        ("hf_token: >-\n  AbCdEfGhIjKlMnOpQrStUvWxYz0123",
+         f"  wandb_api_key: |\n    {W}\n",
+         f"export WANDB_API_KEY=\\\n    {W}",
+         f'WANDB_API_KEY=\\\n  "{W}" python train.py'),
+        ("description: >-\n  a long text",
+         "hf_token: >-\n  ${HF_TOKEN}",
+         "max_new_tokens=\\\n  1024"),
+    ),
+    SecretKind(
+        "numeric_password",
+        # a password may be all digits (73915286); other secret names keep their numbers (eval token: 12)
+        _rx(rf"(?i)((?<![\w/\\-])(?=[\w-]++{_QUOTE}{{0,2}}\]?\s*[=:])[\w-]++(?:(?<=password)|(?<=passwd)|(?<=passphrase))"
+            rf"{_QUOTE}{{0,2}}\]?\s*(?:=|:(?!//))\s*{_QUOTE}{{0,2}})(?P<secret>\d{{4,}})(?![\w.])"),
+        ("password", "passwd", "passphrase"),
+        ("password: 73915286", "DB_PASSWORD=20240601", '{"redis_passwd": "918273"}', "SMTP_PASSPHRASE: 4821"),
+        ("password_min_length: 12", "password: 12", "max_retries: 1000", "eval token: 12"),
+    ),
+    SecretKind(
+        "url_encoded_password",
+        # user:password@host inside a URL that was itself URL-encoded (a redirect target, a logged query)
+        # (the password stops at an encoded / or @: a run of %3A%2F%2F is not scanned 512 characters a time)
+        _rx(r"(?i)([a-z][a-z0-9+.-]{0,30}%3A%2F%2F[^\s:/@%'\"&]{0,256}%3A)"
+            r"(?P<secret>(?!\[REDACTED\])(?:[^\s@/'\"&%]|%(?!2F|40)[0-9A-F]{2}){1,256})(?=%40)"),
+        ("%3a%2f%2f",),
+        ("redirect=https%3A%2F%2Ftrainer%3As3cr3tPassw0rd%40registry.example.com%2Fv2",
+         "REDIS_URL=redis%3A%2F%2F%3Ahunter2%40redis%3A6379"),
+        ("next=https%3A%2F%2Fexample.com%2Fa%3Ab", "next=https%3A%2F%2Fhost%3A8000%2Fv1"),
     ),
 ]
 

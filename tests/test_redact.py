@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import rlmedic.confine
@@ -360,3 +362,96 @@ def test_the_index_never_holds_a_coloured_secret(tmp_path: Path) -> None:
     assert kb.index([docs]).chunks_embedded >= 1
     blob = b"".join(p.read_bytes() for p in (tmp_path / "idx").rglob("*") if p.is_file())
     assert _KEY.encode() not in blob and REDACTED.encode() in blob
+
+
+# ------------------------------------------------------------------ linear time (issue 31) -------
+
+#: Crafted inputs that were quadratic: a wandb.login( never closed (30 lines of 100 KB: 102 s in diagnose),
+#: a long word before :// (40,000 letters: 20 s), a dash run before a flag word, encoded-URL runs.
+CRAFTED = {
+    "wandb.login( unclosed": lambda n: ("wandb.login(" * (n // 12 + 1))[:n],
+    "letters before ://": lambda n: "a" * n + "://",
+    "dashes before a flag word": lambda n: "-" * n + "token",
+    "encoded URL runs": lambda n: "%3A%2F%2F" * (n // 9) + "token",
+    "--key flags": lambda n: "--key" * (n // 5),
+    "names without values": lambda n: "api_key" * (n // 7),
+    "block scalar indicators": lambda n: "hf_token: >-\n" * (n // 13),
+}
+
+
+def _best_of(text: str, runs: int = 3) -> float:
+    import time
+
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        redact(text)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@pytest.mark.parametrize("name", list(CRAFTED))
+def test_redaction_grows_linearly_on_crafted_inputs(name: str) -> None:
+    """4x the text costs about 4x the time (quadratic was 16x): compared at two sizes, not against a clock."""
+    make = CRAFTED[name]
+    small, big = _best_of(make(40_000)), _best_of(make(160_000))
+    assert big < 8 * small + 0.05, f"{name}: 40 KB {small:.3f} s, 160 KB {big:.3f} s"
+
+
+_FRAGMENTS = sorted({h for k in KINDS for h in k.hints}) + [
+    "wandb.login(", "Bearer ", "Authorization: ", "-----BEGIN PRIVATE KEY-----", "machine a login b password ",
+    "--token ", " ... ", "api_key=", "hf_token: >-\n", "=\\\n", "X-Amz-Signature=", "Cookie: ", "AccountKey=",
+    "a", "-", " ", "=", ":", "://", "(", "'", '"', "\\", "\n", "%3A", "%2F", "%40", "@", "/", "$", "|", "0123456789",
+]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=6))
+def test_fuzz_redaction_of_random_repeated_fragments_is_linear(unit: list[str]) -> None:
+    piece = "".join(unit)
+    small = _best_of(piece * (8_000 // len(piece) + 1), 2)
+    big = _best_of(piece * (32_000 // len(piece) + 1), 2)
+    assert big < 8 * small + 0.02, f"{piece!r}: 8 KB {small:.3f} s, 32 KB {big:.3f} s"
+
+
+# ------------------------------------------------------------------ issue 31's gaps, one by one -------
+
+W31 = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.mark.parametrize("text, secret", [
+    (f"hf_token: >-\n  {W31}\n", W31),  # a YAML block scalar: the value on the next line
+    (f"wandb:\n  api_key: |\n    {W31}\n", W31),
+    ("db_password: $ecr3t!Pass", "$ecr3t!Pass"),  # a value starting with $ (not a ${VAR} reference)
+    ("REDIS_PASSWORD=73915286", "73915286"),  # all digits
+    (f"export WANDB_API_KEY=\\\n    {W31}", W31),  # a line continuation
+    ("https://trainer:p%40ss%3Aw0rd@registry.example.com/v2", "p%40ss%3Aw0rd"),  # URL-encoded password
+    ("next=https%3A%2F%2Ftrainer%3As3cr3tPassw0rd%40registry", "s3cr3tPassw0rd"),  # an encoded URL
+    ("SLACK_WEBHOOK=https://hooks.slack.com/services/T0123ABCD/B0456EFGH/abcdefghijklmnopqrstuvwx", "abcdefghijklmnopqrstuvwx"),
+    ("AccountName=runs;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq==;", "Eby8vdM02xNOcqFlq"),
+    ("Cookie: sessionid=8f3a9c2e7b1d4f6a; csrftoken=x", "8f3a9c2e7b1d4f6a"),
+    ("remote: glpat-AbCdEfGhIjKlMnOpQrSt", "glpat-AbCdEfGhIjKlMnOpQrSt"),
+    ("NGC nvapi-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "nvapi-AbCdEfGhIjKlMnOp"),
+    ("s3 ...?X-Amz-Signature=4f2c8a1b9d7e6f5a4b3c2d1e0f9a8b7c&X-Amz-Date=x", "4f2c8a1b9d7e6f5a"),
+])
+def test_issue_31_gaps_are_redacted_as_text_and_under_json_and_dict_values(text: str, secret: str) -> None:
+    assert secret not in redact(text)
+    assert secret not in redact(json.dumps({"log": text}))  # the same text inside JSON (escaped newlines)
+    assert secret not in json.dumps(redact_value({"notes": text, "nested": [text]}))
+
+
+def test_variable_references_and_settings_stay() -> None:
+    for text in ("api_key: $OPENAI_API_KEY", "token: ${HF_TOKEN}", "password: $(cat /run/secrets/pw)",
+                 "description: >-\n  a long text", "max_new_tokens=\\\n  1024", "eval token: 12"):
+        assert redact(text) == text
+
+
+def test_a_private_key_cut_by_an_excerpt_window_is_redacted_to_its_last_line() -> None:
+    from rlmedic.redact import PEM_BODY
+
+    block = f"-----BEGIN PRIVATE KEY-----\n{PEM_BODY}\nDXO8bJ6ZGQ==\n-----END PRIVATE KEY-----"
+    window = "\n".join(block.splitlines()[1:])  # starts inside the block: no BEGIN line
+    shown = redact(window)
+    for line in block.splitlines()[1:-1]:
+        assert line not in shown

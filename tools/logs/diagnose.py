@@ -287,7 +287,11 @@ def excerpt_lines(hit: Hit, before: int = EXCERPT_BEFORE, after: int = EXCERPT_A
     rows.append((hit.line, hit.text, ">"))
     rows += [(n, t, " ") for n, t in hit.after[:after]]
     width = len(str(rows[-1][0]))
-    return redact("\n".join(f"{mark} {n:>{width}} | {t}" for n, t, mark in rows))
+    # redacted with the line above the window: a secret's name may be there and its value below it
+    # (hf_token: >- / WANDB_API_KEY=\); that line is dropped after
+    above = hit.before[-before - 1:-before] if before else hit.before[-1:]
+    shown = redact("\n".join(f"{mark} {n:>{width}} | {t}" for n, t, mark in [(n, t, " ") for n, t in above] + rows))
+    return shown.split("\n", len(above))[-1] if above else shown
 
 
 def _classify_unknown(tb: Traceback, phase: str) -> tuple[Any, Any, dict[str, Any]]:
