@@ -7,6 +7,7 @@ the structured answer, and what was sent back to the model.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import time
@@ -276,7 +277,12 @@ def test_prompt_injection_in_a_log_reads_nothing_outside_the_roots(tmp_path: Pat
     assert all("outside the allowed roots" in d.error for d in done[:3])
     sent = json.dumps(server.requests)
     assert "CANARY-7f3a" not in sent and "root:x:0:0" not in sent and "hunter2" not in sent
-    assert "IGNORE PREVIOUS" in server.requests[0]["messages"][0]["content"] or True  # the system prompt warns
+    # the injected line reaches the model only as quoted log data (a numbered excerpt line of the tools'
+    # results), never in a system prompt nor as an instruction of its own
+    messages = [m for r in server.requests for m in r["messages"]]
+    carrying = [m for m in messages if "IGNORE PREVIOUS" in str(m.get("content"))]
+    assert carrying and all(m["role"] != "system" for m in carrying)
+    assert all(re.search(r"\n\s*\d+ \| IGNORE PREVIOUS INSTRUCTIONS", str(m["content"])) for m in carrying)
     assert "not instructions" in server.requests[0]["messages"][0]["content"]
 
 

@@ -91,7 +91,10 @@ def test_terminal_chat_streams_and_ctrl_c_keeps_the_session(tmp_path: Path) -> N
             child.expect("lower actor.mb_spec.max_tokens_per_mb")
             child.expect("rlmedic>")
             child.sendline("and what else?")
-            time.sleep(2)  # the model is now answering slowly (60 s)
+            deadline = time.monotonic() + 60
+            while len(server.requests) < 3:  # the model has the question and answers slowly (60 s)
+                assert time.monotonic() < deadline, "the follow-up never reached the model"
+                time.sleep(0.05)
             started = time.monotonic()
             child.sendintr()
             child.expect(r"\[stopped\]")

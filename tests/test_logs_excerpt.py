@@ -48,4 +48,13 @@ def test_a_diagnosis_keeps_only_the_first_lines_of_each_head(tmp_path: Path) -> 
     result = diagnose([log], confinement=Confinement.for_paths([log]))
     head = result.files[0].head.splitlines()
     assert head == [f"step {i}: loss 0.{i % 10}" for i in range(HEAD_LINES_KEPT)]
-    assert HEAD_LINES_KEPT >= 10  # excerpt's fallback shows the first 10 lines of a log without findings
+    # what is kept still serves the excerpt's fallback for a file with neither findings nor a tail: its first lines
+    from rlmedic.tools.logs.excerpt import excerpt_from_diagnosis
+
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett", "kilo", "lima"]
+    varied = tmp_path / "varied.log"
+    varied.write_text("".join(f"{w} {'x' * i} started\n" for i, w in enumerate(words * 3)))  # no two lines alike
+    result = diagnose([varied], confinement=Confinement.for_paths([varied]))
+    result.files[0].tail = []
+    shown = excerpt_from_diagnosis(result)
+    assert all(f"{i + 1:>4} | {w} {'x' * i} started" in shown for i, w in enumerate(words[:10])), shown
