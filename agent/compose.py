@@ -98,6 +98,8 @@ def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evide
             groups.append((APPLIED, e.fixes))
     if case.root is not None and repeat_root:
         groups.append((ROOT, [f for b in case.before_root for f in b.fixes] + list(case.root.fixes)))
+    elif case.root is None and case.asks_problem and not follow:  # no failure: the warnings' own fixes
+        groups.append((ROOT, [x for e in case.looked for f in e.findings if f.severity == "warning" for x in f.fixes]))
     if lead_known is not None:
         groups.append((LEADING, lead_known.fixes))
     for e in case.evidence:

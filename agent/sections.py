@@ -147,6 +147,12 @@ def status(inq: Inquiry, case: Case) -> Section:
         lines.append(Line(f"What was checked: {checked}."))
     warnings = [fact for e in logs for fact in e.facts]
     more = [Line("Worth a look (warnings, not failures): " + "; ".join(warnings[:3]))] if case.healthy and warnings else []
+    flagged = [f for e in logs for f in e.findings if f.severity == "warning" and f.id != "empty-log"]
+    if case.healthy and case.asks_problem and "status" not in case.leads and flagged:
+        # the question is about a problem: the warnings are what the logs show about it, not a footnote
+        lines = [Line("No failure in the logs; these warnings are what they show:")]
+        lines += [_line(f"  {f.summary.rstrip('.')} {{cite}}.", log_citation(f.file, f.line)) for f in flagged[:3]]
+        more = [Line(f"What was checked: {checked}.")] if checked else []
     if not lines and not case.root:
         # warnings only: they are the findings
         for e in case.looked:

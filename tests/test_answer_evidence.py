@@ -267,3 +267,13 @@ def test_piped_chat_gives_the_same_short_answer_as_ask(question: str) -> None:
     out = chat([f"/attach {GEN_OOM}", f"/attach {CONFIG}", question, "/quit"])
     assert data["answer"].splitlines()[0] in out
     assert "later error(s)" not in out.split(data["answer"].splitlines()[0], 1)[1].split("Sources:")[0]
+
+
+def test_warnings_answer_a_question_about_a_problem_on_a_run_without_failure() -> None:
+    data = ask("why is the reward so low?", "--attach", str(FIXTURES / "logs" / "scenarios" / "no_eos_areal.log"))
+    lines = data["answer"].splitlines()
+    assert lines[0] == "No failure in the logs; these warnings are what they show:"
+    assert "no_eos_ratios" in lines[1] and re.search(r"\[\d+\]\.$", lines[1])
+    assert not [f for f in data["fixes"] if f["key"].startswith("--")]  # the warning's card is slime's
+    healthy = ask("did this run finish ok?", "--attach", str(FIXTURES / "logs" / "scenarios" / "no_eos_areal.log"))
+    assert not healthy["answer"].startswith("No failure in the logs; these warnings")
