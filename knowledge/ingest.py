@@ -377,11 +377,17 @@ def ensure_cards(store: Store, *, embedder=None) -> bool:
     else:
         label = f"indexing the {len(chunks)} built-in playbook cards in {store.directory} (once per install)"
     with step(label, after=0 if todo else 2):
-        _embed_and_store(store, chunks, embedder or default_embedder(), known)
+        if not todo and store.can_write_read_side_first():
+            # a fresh install: the read-side copies only; Chroma gets the cards when it is first opened
+            store.add_read_side_first([c.id for c in chunks], [c.text for c in chunks], [c.metadata() for c in chunks],
+                                      [known[c.text] for c in chunks])
+        else:
+            _embed_and_store(store, chunks, embedder or default_embedder(), known)
         store.manifest.files[CARDS_KEY] = FileEntry(hash=digest, source="cards", root="", chunks=[c.id for c in chunks])
         store.manifest.cards_hash = digest
         store.manifest.embedder = store.manifest.embedder or PIPELINE
-        store.rebuild_bm25()
+        if not store.manifest.pending:
+            store.rebuild_bm25()
         store.save_manifest()
     return True
 

@@ -8,7 +8,9 @@ Layout of an index directory::
     manifest.json   per-file content hash and chunk ids (incremental re-index)
 
 The manifest is the only thing read when nothing changed, so a no-op re-index never
-loads the embedding model or Chroma. Chroma stays the store of record; a query on the
+loads the embedding model or Chroma. A fresh index of the built-in cards is written to the
+read-side copies only (:meth:`Store.add_read_side_first`, the manifest's ``pending``): the
+first time anything opens Chroma for this store, those chunks are copied into it first. Chroma stays the store of record; a query on the
 embedded store reads ``dense.sqlite`` instead (:mod:`rlmedic.knowledge.snapshot`):
 importing chromadb alone costs ~0.6 s of CPU, more than the rest of ``search``.
 """
@@ -56,6 +58,8 @@ class Manifest:
     files: dict[str, FileEntry] = field(default_factory=dict)
     cards_hash: str = ""
     embedder: str = ""
+    #: chunk ids held by the read-side copies (dense.sqlite, bm25/) and not yet by Chroma
+    pending: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, path: Path) -> Manifest:
@@ -73,7 +77,10 @@ class Manifest:
             files = {k: FileEntry(**v) for k, v in raw.get("files", {}).items()}
         except TypeError as exc:
             raise UserError(f"{path}: the index manifest is damaged ({exc}); delete the index directory and re-index") from exc
-        return cls(files=files, cards_hash=raw.get("cards_hash", ""), embedder=raw.get("embedder", ""))
+        pending = raw.get("pending", [])
+        if not isinstance(pending, list) or not all(isinstance(i, str) for i in pending):
+            raise UserError(f"{path}: the index manifest is damaged (pending); delete the index directory and re-index")
+        return cls(files=files, cards_hash=raw.get("cards_hash", ""), embedder=raw.get("embedder", ""), pending=pending)
 
     def save(self, path: Path) -> None:
         data = {
@@ -82,6 +89,8 @@ class Manifest:
             "cards_hash": self.cards_hash,
             "files": {k: v.to_dict() for k, v in sorted(self.files.items())},
         }
+        if self.pending:
+            data["pending"] = self.pending
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
         os.replace(tmp, path)
@@ -171,10 +180,63 @@ class Store:
                 client = chromadb.PersistentClient(
                     path=str(self.directory / "chroma"), settings=Settings(anonymized_telemetry=False)
                 )
-            self._collection = client.get_or_create_collection(
+            collection = client.get_or_create_collection(
                 self.collection_name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
             )
+            self._flush_pending(collection)
+            self._collection = collection
         return self._collection
+
+    # -- read side first ---------------------------------------------------------------
+    def can_write_read_side_first(self) -> bool:
+        """True for a fresh embedded store: nothing indexed yet and no Chroma server."""
+        return not chroma_url_set() and not self.manifest.files and not (self.directory / "chroma").exists()
+
+    def add_read_side_first(self, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]],
+                            vectors: list[list[float]]) -> None:
+        """Store chunks in the read-side copies only (a fresh store; see :meth:`can_write_read_side_first`).
+
+        Importing and opening Chroma cost ~2 s of CPU, most of a fresh install's first answer;
+        queries read ``dense.sqlite`` and ``bm25/`` anyway. The ids are listed as ``pending`` in the
+        manifest (the caller saves it) and go into Chroma the first time it is opened for this store.
+        """
+        from rlmedic.knowledge.snapshot import Snapshot
+        from rlmedic.knowledge.words import tokenize
+        from rlmedic.redact import redact, redact_value
+
+        texts = [redact(t) for t in texts]
+        metadatas = [redact_value(m) for m in metadatas]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        Snapshot.write(self.directory / SNAPSHOT_FILE, ids, texts, metadatas, vectors)
+        self._snapshot = None
+        self._write_bm25([tokenize(t) or ["_empty_"] for t in texts], ids, _import_bm25s_for_queries())
+        self.manifest.pending = list(ids)
+
+    def _flush_pending(self, collection) -> None:
+        """Copy the chunks only the read-side copies hold into Chroma (before anything else uses it)."""
+        if not self.manifest.pending or chroma_url_set():
+            return
+        from rlmedic.knowledge.snapshot import Snapshot
+
+        pending = self.manifest.pending
+        snapshot = Snapshot.open(self.directory / SNAPSHOT_FILE, stamp=None)
+        rows = snapshot.rows(pending) if snapshot is not None else {}
+        if snapshot is not None:
+            snapshot.close()
+        if len(rows) != len(pending):
+            # the read-side copy went missing: forget those chunks, so they are indexed again
+            for key, entry in list(self.manifest.files.items()):
+                if set(entry.chunks) & set(pending):
+                    del self.manifest.files[key]
+            self.manifest.cards_hash = ""
+            rows = {}
+        for start in range(0, len(pending), 1000):
+            page = [cid for cid in pending[start : start + 1000] if cid in rows]
+            if page:
+                collection.upsert(ids=page, documents=[rows[c][0] for c in page], metadatas=[rows[c][1] for c in page],
+                                  embeddings=[rows[c][2] for c in page])
+        self.manifest.pending = []
+        self.save_manifest()
 
     def add(self, ids: list[str], texts: list[str], metadatas: list[dict[str, Any]], vectors: list[list[float]]) -> None:
         """Store chunks, redacted (documents and metadata alike); the BM25 side is built from these documents.
@@ -327,6 +389,9 @@ class Store:
                 delta.close()
         (self.directory / CHANGING_MARKER).unlink(missing_ok=True)
         self._changing = False
+        self._write_bm25(tokens, ids, bm25s)
+
+    def _write_bm25(self, tokens: list[list[str]], ids: list[str], bm25s) -> None:
         bm25_dir = self.directory / "bm25"
         bm25_dir.mkdir(parents=True, exist_ok=True)
         if not ids:

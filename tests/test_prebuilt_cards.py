@@ -49,19 +49,49 @@ def test_shipped_vectors_are_the_models_vectors_of_the_card_text() -> None:
 
 
 def test_fresh_index_takes_every_card_from_the_shipped_vectors(tmp_path, capsys) -> None:
+    """A fresh store gets the cards in its read-side copies only; Chroma gets them when first opened."""
     embedder = CountingEmbedder()
     store = Store(tmp_path / "index")
     assert ensure_cards(store, embedder=embedder)
     assert embedder.texts == []
     assert "embedding" not in capsys.readouterr().err
     chunks = card_chunks()
-    assert store.manifest.files[CARDS_KEY].chunks == [c.id for c in chunks]
+    ids = [c.id for c in chunks]
+    assert store.manifest.files[CARDS_KEY].chunks == ids
+    assert store.manifest.pending == ids and not (tmp_path / "index" / "chroma").exists()
     shipped = prebuilt.known_vectors(chunks)
     stored = store.vectors([chunks[0].id])[chunks[0].id]
     assert np.allclose(stored, shipped[chunks[0].text], atol=1e-6)
-    # the answer path finds a card by meaning and by words
-    results = KnowledgeBase(tmp_path / "index").search("SGLang runs out of GPU memory while generating rollouts", k=3)
+    # the answer path finds a card by meaning and by words, without Chroma
+    kb = KnowledgeBase(tmp_path / "index")
+    results = kb.search("SGLang runs out of GPU memory while generating rollouts", k=3)
     assert any(r.kind == "card" and "oom" in r.id for r in results)
+    assert kb.store._collection is None
+    # indexing a document opens Chroma: the cards go in first, and every copy agrees afterwards
+    doc = tmp_path / "docs" / "memory.md"
+    doc.parent.mkdir()
+    doc.write_text("# Memory\n\n## Rollout OOM\n\nLower sglang.mem_fraction_static when the rollout servers run out of memory.\n")
+    kb.index([doc.parent])
+    again = Store(tmp_path / "index")
+    assert again.manifest.pending == []
+    held = again.collection.get(include=["embeddings"])
+    assert len(held["ids"]) == again.count() == len(chunks) + 1
+    chroma_vec = held["embeddings"][held["ids"].index(chunks[0].id)]
+    assert np.allclose(chroma_vec, shipped[chunks[0].text], atol=1e-6)
+    assert again.snapshot is not None and sorted(again.snapshot.ids) == sorted(held["ids"])
+    found = KnowledgeBase(tmp_path / "index").search("rollout servers run out of memory mem_fraction_static", k=5)
+    assert {r.kind for r in found} == {"card", "doc"}
+
+
+def test_a_missing_read_side_copy_makes_the_cards_index_again(tmp_path) -> None:
+    store = Store(tmp_path / "index")
+    ensure_cards(store)
+    (tmp_path / "index" / "dense.sqlite").unlink()
+    again = Store(tmp_path / "index")
+    again.collection  # opening Chroma finds nothing to copy: the cards are forgotten, not half-indexed
+    assert CARDS_KEY not in again.manifest.files and again.manifest.pending == [] and again.manifest.cards_hash == ""
+    assert ensure_cards(again)
+    assert again.collection.count() == len(card_chunks()) and again.snapshot is not None
 
 
 def test_a_card_changed_since_the_vectors_were_shipped_is_embedded_with_progress(tmp_path, monkeypatch, capsys) -> None:
