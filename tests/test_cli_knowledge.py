@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -23,9 +24,13 @@ def test_ask_offline_json_contract_and_content() -> None:
     first = data["citations"][0]
     assert first["text"].startswith("card:oom-sglang-generation (") and first["kind"] == "card"
     assert first["ref"] == "oom-sglang-generation"
-    # the numbered sources at the end of the answer are the citations' texts, in order
-    assert [f"  [{i}] {c['text']}" + (f" <{c['url']}>" if c.get("url") else "")
-            for i, c in enumerate(data["citations"], 1)] == data["answer"].split("Sources:\n")[1].splitlines()
+    # the numbered sources at the end of the answer are the citations' texts, in order; those only the
+    # verbose part refers to are listed there ("More sources")
+    expected = [f"  [{i}] {c['text']}" + (f" <{c['url']}>" if c.get("url") else "")
+                for i, c in enumerate(data["citations"], 1)]
+    shown = data["answer"].split("Sources:\n")[1].splitlines()
+    assert shown == expected[:len(shown)]
+    assert expected[len(shown):] == (data["more"].split("More sources:\n")[1].splitlines() if expected[len(shown):] else [])
     # fixes name exact keys, most effective first
     assert "rollout.max_concurrent_rollouts" in data["answer"]
     assert "mem_fraction_static" in data["answer"]
@@ -41,7 +46,7 @@ def test_ask_prefers_the_framework_named_in_the_question() -> None:
 def test_ask_human_output_lists_sources() -> None:
     result = runner.invoke(app, ["ask", "NCCL watchdog timeout during weight sync", "--offline"])
     assert result.exit_code == 0
-    assert "Sources:" in result.output and "[1] card:" in result.output
+    assert "Sources:" in result.output and re.search(r"\[\d+\] card:", result.output)
 
 
 def test_search_json_contract_over_cards() -> None:
@@ -84,7 +89,7 @@ def test_ask_with_pasted_log_lets_the_root_finding_pick_the_card() -> None:
     )
     data = json.loads(runner.invoke(app, ["ask", log, "--offline", "--json"]).stdout)
     assert data["cards"][0] == "oom-sglang-generation"
-    assert data["answer"].startswith(("From the log:", "Known issue:")) and "From the log:" in data["answer"]
+    assert data["answer"].startswith(("From the log", "Known issue:")) and "From the log" in data["answer"]
     log_cites = [c for c in data["citations"] if c["kind"] == "log"]
     assert log_cites and log_cites[0]["ref"] == "<question>" and log_cites[0]["text"].startswith("<question>:")
     assert log_cites[0]["lines"][0] == data["findings"][0]["line"]
