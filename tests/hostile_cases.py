@@ -318,6 +318,28 @@ def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
         for step in range(1, 2001):
             (base / f"epoch0epochstep{step}globalstep{step}").mkdir()
 
+    # issue 31 (known issues, redaction): a team folder with a FIFO, a symlink to /dev/zero and a record
+    # whose regex nests quantifiers; a log crafted against a shipped record's pattern; redaction's quadratic inputs
+    team = tmp / "team_records"
+    team.mkdir()
+    _fifo(team / "x.yaml")
+    (team / "zero.yaml").symlink_to("/dev/zero")
+    (team / "team-nested.yaml").write_text(
+        "id: team-nested\ntitle: Reward worker crashes under load\nframeworks: [areal]\ncategory: other\n"
+        "symptoms:\n  regexes: ['^(\\w+\\s?)+$']\n  situation: reward server under load\n"
+        "cause: the worker leaks handles\nfix:\n  summary: raise the ulimit\nsources: [team-org/rewards#1]\n"
+        "established_by: maintainer\n")
+    line45 = tmp / "line45.log"
+    line45.write_text("reward worker crashed while loading the big batch now!\n")
+    crafted = tmp / "crafted_regex.log"
+    crafted.write_text("[rank0] caught torch.OutOfMemoryError, retrying with a smaller batch\n" + "entropy\n" * 24_000)
+    import gzip as _gzip
+
+    login = tmp / "wandb_login.log.gz"
+    login.write_bytes(_gzip.compress(("\n".join([("wandb.login(" * 8334)[:100_000]] * 30) + "\n").encode()))
+    url_run = tmp / "url_run.log"
+    url_run.write_text("step 1 ERROR connecting to " + "a" * 40_000 + "://\n")
+
     H = HOSTILE
     cases = [
         # memory: YAML bombs
@@ -404,6 +426,12 @@ def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
              max_seconds=10),
         Case("checkpoints-20000-empty-step-folders", ["checkpoints", str(empty_steps)], expect="ok",
              stdout_has="20,000 step folders across 10 trials hold no checkpoint", max_seconds=10, max_rss_mb=300),
+        Case("ask-team-fifo-zero-nested-regex", ["ask", "why did it crash?", "--attach", str(line45), "--offline",
+                                                 "--known-issues", str(team)], expect="ok", max_seconds=10),
+        Case("ask-crafted-regex-log", ["ask", "why did it crash?", "--attach", str(crafted), "--offline"],
+             expect="ok", max_seconds=10, max_rss_mb=1000),  # issue 31's goal: 10 s and 1 GB
+        Case("diagnose-wandb-login-unclosed", ["diagnose", str(login)], expect="ok", max_seconds=10),
+        Case("excerpt-40000-letters-before-url", ["excerpt", str(url_run)], expect="ok"),
     ]
     before = {p: p.read_bytes() for case in cases for p in case.unchanged}
     return cases, before
