@@ -374,7 +374,7 @@ def list_checkpoints(
                                      str(resolved)))
     report.issues[:0] = head  # before what the scanners found, as a reader expects
     if empty:  # the large-tree walk left the empty AReaL step folders out of the scan: count them here
-        report.empty_steps += [(names.areal[d], d) for d in empty]
+        report.empty_steps += [(names.empty_areal[d], d) for d in empty]
     if report.empty_steps:
         report.issues.append(_empty_steps_issue(report.empty_steps, step_dirs))
     if unchecked:
@@ -497,8 +497,8 @@ class _NameWalk:
         self.truncated = False
         #: AReaL and Megatron step folders, named by their pattern: entered only when checked (:meth:`expand`)
         self.deferred: set[str] = set()
-        #: the AReaL step folders among them, with their step (read from the name once, here)
-        self.areal: dict[str, int] = {}
+        #: AReaL step folders found empty when entered -> their step (none kept for a tree of real saves)
+        self.empty_areal: dict[str, int] = {}
         self._seen = 0
         self._nfiles = 0
         self._walk([str(root)])
@@ -522,10 +522,7 @@ class _NameWalk:
                         continue
                     if entry.is_dir(follow_symlinks=False):
                         self.dirs.append(entry.path)
-                        areal = AREAL_STEP_DIR.match(entry.name)
-                        if areal:
-                            self.areal[entry.path] = int(areal.group(3))
-                        if areal or MEGATRON_ITER_DIR.match(entry.name):
+                        if AREAL_STEP_DIR.match(entry.name) or MEGATRON_ITER_DIR.match(entry.name):
                             self.deferred.add(entry.path)
                         else:
                             stack.append(entry.path)
@@ -538,7 +535,8 @@ class _NameWalk:
                 self._nfiles += len(names)
 
     def expand(self, directories: Iterable[str]) -> set[str]:
-        """Walk into deferred step folders (each once); those with no file anywhere inside."""
+        """Walk into deferred step folders (each once); the AReaL ones with no file anywhere inside
+        (also kept in :attr:`empty_areal`)."""
         todo = [d for d in directories if d in self.deferred]
         self.deferred.difference_update(todo)
         empty = set()
@@ -555,15 +553,16 @@ class _NameWalk:
             self._walk([directory])
             if self._nfiles == before and not self.truncated:
                 empty.add(directory)
-        return empty
+        for directory in empty:
+            m = AREAL_STEP_DIR.match(os.path.basename(directory))
+            if m:
+                self.empty_areal[directory] = int(m.group(3))
+        return empty.intersection(self.empty_areal)
 
     def step_dirs(self) -> list[tuple[int, str]]:
         out = []
-        areal = self.areal
         for d in self.dirs:
-            step = areal.get(d)
-            if step is None:
-                step = _step_of(os.path.basename(d))
+            step = _step_of(os.path.basename(d))
             if step is not None:
                 out.append((step, d))
         return out
@@ -589,7 +588,7 @@ def _large_tree_walk(names: _NameWalk, step_dirs: list[tuple[int, str]], detail:
     while len(newest) < detail and end > 0:
         take = candidates[max(0, end - max(batch, detail - len(newest))):end]
         end -= len(take)
-        empty |= names.expand(take).intersection(names.areal)
+        empty |= names.expand(take)
         newest.update(d for d in take if d not in empty)
         batch *= 2
     all_steps = {d for _step, d in step_dirs}
