@@ -40,9 +40,14 @@ class SecretKind:
     hints: tuple[str, ...]
     positives: tuple[str, ...]
     negatives: tuple[str, ...]
+    #: a cheap pattern every match contains, searched before ``pattern`` (for a kind whose hints are
+    #: common words but whose matches are rare: a value one line down)
+    gate: re.Pattern[str] | None = None
 
     def search(self, text: str) -> re.Match[str] | None:
         """The first secret of this kind in ``text`` (positions are in ``text`` for kinds with hints)."""
+        if self.gate is not None and not self.gate.search(text):
+            return None
         if not self.hints:  # see redact_kind
             return self.pattern.search("\n" + text)
         return self.pattern.search(text)
@@ -54,6 +59,8 @@ class SecretKind:
         before a secret (a pattern that starts with a character set is searched faster than
         one that starts with a lookbehind).
         """
+        if self.gate is not None and not self.gate.search(text):
+            return text
         if not self.hints:
             out, n = self.pattern.subn(_replace, "\n" + text)
             return out[1:] if n else text
@@ -405,6 +412,7 @@ KINDS: list[SecretKind] = [
         ("description: >-\n  a long text",
          "hf_token: >-\n  ${HF_TOKEN}",
          "max_new_tokens=\\\n  1024"),
+        _rx(r"[:=][ \t]*(?:[|>][-+]?[1-9]?[ \t]*(?:#[^\n\\]*)?|\\{1,2})(?:\r?\n|\\n)"),
     ),
     SecretKind(
         "numeric_password",
