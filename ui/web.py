@@ -13,6 +13,7 @@ binds to loopback unless told otherwise, never makes a share link, and sends no 
 from __future__ import annotations
 
 import os
+import stat
 import shutil
 import tempfile
 import threading
@@ -51,7 +52,18 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def used_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+        """Bytes the session's uploads take (an explicit-stack walk: an upload of deep folders is no crash)."""
+        from rlmedic.confine import walk_tree
+
+        total = 0
+        for root, _dirs, files in walk_tree(self.folder):
+            for name in files:
+                try:
+                    st = os.lstat(os.path.join(root, name))
+                except OSError:
+                    continue
+                total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+        return total
 
 
 class Sessions:
