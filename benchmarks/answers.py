@@ -9,7 +9,7 @@ folders of ``tests/evals`` (questions with attached logs and configs, counted as
 Per split it prints:
 
 - ``mention``: the share of each case's ``must_mention`` terms in the answer the user reads first
-  (the short text, without ``--verbose``);
+  (the short text, without ``--verbose``), and in brackets with the ``--verbose`` part too;
 - ``category``: the case's category named in that text (``rlmedic eval``'s words);
 - ``wrong fixes``: fixes shown that cannot apply to the case's framework: tagged for another
   framework, a key shaped like another framework's, or a key that framework's config does not
@@ -87,8 +87,10 @@ def run(cases: list[dict], shown: int) -> dict[str, dict[str, list[float]]]:
         text = answer.answer.lower()
         s = stats[case["split"]]
         terms = [str(t).lower() for t in case.get("must_mention", [])]
+        full = (text + "\n" + (getattr(answer, "more", "") or "").lower())
         if terms:
             s["mention"].append(sum(t in text for t in terms) / len(terms))
+            s["mention with --verbose"].append(sum(t in full for t in terms) / len(terms))
         if case.get("category"):
             s["category"].append(float(names_category(answer.answer, case["category"])))
         s["wrong fixes"].append(INAPPLICABLE(answer, case.get("framework", ""), shown))
@@ -99,7 +101,8 @@ def run(cases: list[dict], shown: int) -> dict[str, dict[str, list[float]]]:
 def summary(s: dict[str, list[float]]) -> str:
     lines = sorted(s["lines"])
     p90 = lines[int(0.9 * (len(lines) - 1))] if lines else 0
-    return (f"n={len(lines):3d}  mention {100 * statistics.mean(s['mention'] or [0]):5.1f}%  "
+    return (f"n={len(lines):3d}  mention {100 * statistics.mean(s['mention'] or [0]):5.1f}% "
+            f"({100 * statistics.mean(s['mention with --verbose'] or [0]):5.1f}% with --verbose)  "
             f"category {100 * statistics.mean(s['category'] or [0]):5.1f}%  "
             f"wrong fixes {int(sum(s['wrong fixes'])):3d} (in {sum(1 for x in s['wrong fixes'] if x):3d} answers)  "
             f"lines median {statistics.median(lines) if lines else 0:.0f}, p90 {p90}")
