@@ -141,9 +141,13 @@ def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evide
         parts[home] = S.Section(home, c.lines + h.lines, c.more + h.more)
         parts["cause"] = S.Section("cause")
     card_lead = not case.looked and case.root is None and not docs_lead
-    tail = [S.documents(inq, case, docs, leading=bool(docs_lead)),
-            S.background(inq, case, cards, lead=card_lead or (follow and not repeat_root and not _answered(parts, case))),
-            S.needs(inq, case)]
+    playbook = S.background(inq, case, cards, lead=card_lead or (follow and not repeat_root and not _answered(parts, case)))
+    if card_lead and "fixes" in order:  # a question alone: the likely cause, then what to change
+        parts["cards"] = playbook
+        at = order.index("fixes")
+        order.insert(at + 1 if "fixes" in case.leads else at, "cards")  # "what should I set?": the edit first
+        playbook = S.Section("cards")
+    tail = [S.documents(inq, case, docs, leading=bool(docs_lead)), playbook, S.needs(inq, case)]
     head: list[S.Section] = []
     if follow and not repeat_root and cards:  # what the thread's files already show about the new question
         head.append(S.related_findings(inq, case, cards[0][0].category))
