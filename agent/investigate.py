@@ -213,11 +213,3 @@ def _head_and_tail(ctx: Any, path: Path, max_bytes: int) -> bytes:
         tail = fh.read(max_bytes - len(head))
     cut_head = head[: head.rfind(b"\n") + 1] or head  # whole lines on both sides of the gap
     return cut_head + b"...\n" + tail[tail.find(b"\n") + 1:]
-    for path in attachments:
-        try:
-            if path.is_dir() or classify(path, ctx.confinement.read_bytes(path, max_bytes=4096)) != "log":
-                continue
-            out.append(ctx.confinement.read_text(path, max_bytes=max_bytes))
-        except Exception:  # noqa: BLE001 - gzip, binary or unreadable: the diagnose tool reports it
-            continue
-    return out
