@@ -150,6 +150,9 @@ class CheckpointReport:
     omitted: int = 0
     #: AReaL step folders with no file inside, (step, path): not checkpoints, one summarised finding
     empty_steps: list[tuple[int, str]] = field(default_factory=list)
+    #: how many empty step folders there were (``empty_steps`` keeps only the newest few once summarised:
+    #: every result is redacted whole, and 100,000 paths cost seconds to walk for nothing shown)
+    empty_count: int = 0
 
     @property
     def total(self) -> int:
@@ -180,7 +183,7 @@ class CheckpointReport:
             "experiments": self.experiments,
             "issues": [i.to_dict() for i in self.issues],
             "truncated": self.truncated,
-            "empty_step_folders": len(self.empty_steps),
+            "empty_step_folders": self.empty_count or len(self.empty_steps),
             "plan": self.plan.to_dict() if self.plan else None,
         } | ({"listed": min(LIST_LIMIT, len(self.selected()))} if self.omitted or len(self.selected()) > LIST_LIMIT else {}))
 
@@ -377,6 +380,8 @@ def list_checkpoints(
         report.empty_steps += [(names.empty_areal[d], d) for d in empty]
     if report.empty_steps:
         report.issues.append(_empty_steps_issue(report.empty_steps, step_dirs))
+        report.empty_count = len(report.empty_steps)
+        report.empty_steps = report.empty_steps[-EMPTY_KEPT:]  # sorted by step: the newest stay
     if unchecked:
         report.issues.append(checkpoint_issue(
             "large-tree", "info", f"{len(step_dirs)} step folders: the newest {len(step_dirs) - len(unchecked)} were checked "
@@ -427,6 +432,10 @@ def list_checkpoints(
     if unchecked:
         _keep_listed(report)
     return report
+
+
+#: Empty step folders kept in a report once they are summarised in one finding (the newest ones).
+EMPTY_KEPT = 20
 
 
 def _empty_steps_issue(empty: list[tuple[int, str]], step_dirs: list[tuple[int, str]]) -> Finding:
