@@ -76,7 +76,7 @@ class _Command(TyperCommand):
 #: How an option's value is named in help (default: the option's name in capitals).
 _METAVARS = {"index_dir": "DIR", "snapshot": "FILE", "save": "FILE", "output": "FILE", "config": "FILE", "log": "FILE",
              "max_lines": "N", "k": "N", "before_step": "STEP", "port": "PORT", "host": "HOST", "fileroot": "PATH",
-             "kind": "doc|card|issue|known", "fail_on": "warning|error|critical", "experiment_name": "NAME", "trial_name": "NAME"}
+             "kind": "doc|card|issue|known|commit", "fail_on": "warning|error|critical", "experiment_name": "NAME", "trial_name": "NAME"}
 
 
 app = typer.Typer(
