@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+from rlmedic.tools.config.fix import as_number as _number
 from rlmedic.types import Fix
 
 #: The verb of a fix's action says which way it moves its value.
@@ -72,15 +73,6 @@ def direction(fix: Fix) -> str:
     if fix.op == "set" and _number(fix.old) is not None and _number(fix.new) is not None:
         return "lower" if _number(fix.new) < _number(fix.old) else "raise"  # type: ignore[operator]
     return ""
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _truthy(value: Any) -> bool | None:

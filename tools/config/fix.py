@@ -185,7 +185,8 @@ def _action(remedy_: Remedy, reason: str) -> list[Fix]:
     return [remedy_.change("", None, None, reason, op="action")]
 
 
-def _num(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """A config value as a number (``None`` for booleans, ``None`` and what does not parse)."""
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -223,7 +224,7 @@ def _r_mem_efficient_load(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | 
 @remedy("reduce-concurrent-rollouts")
 def _r_concurrent(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     key = r.key if cfg.has(r.key) else ("max_concurrent_rollouts" if cfg.has("max_concurrent_rollouts") else r.key)
-    value = _num(cfg.get(key))
+    value = as_number(cfg.get(key))
     if value is None or value <= 1:
         return None
     new = max(1, int(value * 3 // 4))
@@ -252,8 +253,8 @@ def _r_rollout_tp(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
 def _r_lower_mem_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     from rlmedic.tools.config.areal import default_of
 
-    value = _num(cfg.get(r.key))
-    value = value if value is not None else _num(default_of(r.key, 0.9))
+    value = as_number(cfg.get(r.key))
+    value = value if value is not None else as_number(default_of(r.key, 0.9))
     if value is None or value <= 0.5:
         return None
     new = round(max(0.5, value - 0.1), 2)
@@ -262,8 +263,8 @@ def _r_lower_mem_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | 
 
 @remedy("min-tokens-per-mb")
 def _r_min_tokens(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
-    length, new_tokens = _num(cfg.get("train_dataset.max_length")), _num(cfg.get("gconfig.max_new_tokens"))
-    value = _num(cfg.get(r.key))
+    length, new_tokens = as_number(cfg.get("train_dataset.max_length")), as_number(cfg.get("gconfig.max_new_tokens"))
+    value = as_number(cfg.get(r.key))
     if length is None or new_tokens is None or value is None:
         return None
     floor = int(length + new_tokens)
@@ -326,7 +327,7 @@ def _r_chunks(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
 
 @remedy("more-worker-memory")
 def _r_worker_mem(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
-    value = _num(cfg.get(r.key))
+    value = as_number(cfg.get(r.key))
     if value is None or cfg.get(r.key, resolve=False) != cfg.get(r.key):
         return None
     return [r.change(r.key, int(value), int(value * 2), "data transfer between workers runs out of host memory; give "
@@ -338,8 +339,8 @@ def _r_colocated_fraction(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | 
     from rlmedic.tools.config.areal import default_of
     from rlmedic.tools.config.checks import colocation_report
 
-    value = _num(cfg.get(r.key))
-    value = value if value is not None else _num(default_of(r.key, 0.9))
+    value = as_number(cfg.get(r.key))
+    value = value if value is not None else as_number(default_of(r.key, 0.9))
     fit = colocation_report(cfg, ctx)
     if fit is not None and fit.max_mem_fraction is not None:
         if fit.max_mem_fraction >= value:
@@ -356,7 +357,7 @@ def _r_timeouts(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
     from rlmedic.tools.config.rules import LONG_RUN_REQUEST_RETRIES, LONG_RUN_REQUEST_TIMEOUT
 
     out = []
-    timeout, retries = _num(cfg.get("rollout.request_timeout")), _num(cfg.get("rollout.request_retries"))
+    timeout, retries = as_number(cfg.get("rollout.request_timeout")), as_number(cfg.get("rollout.request_retries"))
     if timeout is None or timeout < LONG_RUN_REQUEST_TIMEOUT:
         out.append(r.change("rollout.request_timeout", cfg.get("rollout.request_timeout"), LONG_RUN_REQUEST_TIMEOUT,
                            "wait out slow generations and server restarts instead of failing the rollout"))
@@ -371,7 +372,7 @@ def _r_timeouts(cfg: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
 
 @remedy("slime-lower-mem-fraction")
 def _r_slime_mem(launch: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
-    value = _num(launch.get(r.flag))
+    value = as_number(launch.get(r.flag))
     if value is None:
         return [r.change(r.flag, None, 0.7, "SGLang's default share is too large here; slime's examples use 0.7", op="add_flag")]
     if value <= 0.4:
@@ -430,7 +431,7 @@ def _r_slime_cp(launch: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
 
 @remedy("slime-colocated-mem-fraction")
 def _r_slime_colocated(launch: Any, ctx: LintContext, r: Remedy) -> list[Fix] | None:
-    value = _num(launch.get(r.flag))
+    value = as_number(launch.get(r.flag))
     if value is not None and value <= 0.4:
         return None
     return [r.change(r.flag, value, 0.4, "in colocated mode Megatron keeps memory next to SGLang; the slime guide lowers "
@@ -506,7 +507,7 @@ def _gpu_gib(ctx: LintContext) -> float | None:
     gpu = smallest_gpu(ctx.snapshot)
     if gpu is not None and gpu.memory_total:
         return gpu.memory_total / 2**30
-    sizes = [_num((f.evidence.get("numbers") or {}).get("total_capacity_gib")) for f in ctx.findings
+    sizes = [as_number((f.evidence.get("numbers") or {}).get("total_capacity_gib")) for f in ctx.findings
              if isinstance(f.evidence.get("numbers"), dict)]
     sizes = [s for s in sizes if s]
     return min(sizes) if sizes else None
