@@ -71,3 +71,15 @@ def test_the_agent_folder_holds_the_agent_only() -> None:
     """Watch (a log tool), model serving (a command) and Slack threads (the Session) live elsewhere."""
     names = {p.stem for p in (ROOT / "agent").glob("*.py")}
     assert not names & {"watch", "serve", "threads", "conversation", "grounding"}
+
+
+def test_the_cli_is_one_way() -> None:
+    """``ui/cli.py`` assembles the command modules; none of them imports it back (they share ``clikit``)."""
+    back = [f"{p.relative_to(ROOT).as_posix()}:{line} imports {module}"
+            for p in sorted((ROOT / "ui").glob("cli_*.py")) for line, module in imports(p)
+            if module == "rlmedic.ui.cli"]
+    assert back == []
+    tree = ast.parse((ROOT / "ui" / "cli.py").read_text(encoding="utf-8"))
+    assembled = {a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "rlmedic.ui"
+                 for a in node.names}
+    assert {p.stem for p in (ROOT / "ui").glob("cli_*.py")} <= assembled  # plain imports, none by string

@@ -1,13 +1,14 @@
 """The ``rlmedic`` command line: a thin front door over ``tools/`` and ``agent/``.
 
 Each group of commands lives in its own ``cli_*.py`` module with a ``register(app)``
-function, so the modules stay small. Nothing heavy is imported at module level:
-``rlmedic --help`` must start fast.
+function that adds its commands and their one-sentence summaries; this module only
+assembles them (one way: they never import it back; what they share is in
+:mod:`rlmedic.ui.clikit`). Nothing heavy is imported at module level: ``rlmedic --help``
+must start fast.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,8 @@ if TYPE_CHECKING:  # typer carries its own click (typer._click); the separate cl
     from typer._click import Context, HelpFormatter
 
 from rlmedic.errors import UserError
+from rlmedic.ui import (cli_agent, cli_chat, cli_checkpoints, cli_code, cli_config, cli_env, cli_gpu, cli_issues,
+                        cli_knowledge, cli_logs, cli_mcp, cli_slack, cli_watch)
 
 
 class _Group(TyperGroup):
@@ -105,86 +108,22 @@ def _root(
     """rlmedic: the troubleshooting agent for RL training of LLMs."""
 
 
-def run_tool(name: str, arguments: dict[str, Any], roots: list[Any], *, ctx: Any = None, **context: Any) -> Any:
-    """Run a registry tool for the CLI: the roots are the paths the user typed (plus
-    ``RLMEDIC_ALLOWED_ROOTS``); a user error becomes one line and exit 2, a bug keeps its
-    traceback. Returns the tool's (redacted) result object. Pass ``ctx`` (from
-    :func:`tool_context`) to keep it: its confinement knows every file the tool read, which
-    an output (``-o``, ``--save``) must never replace."""
-    from rlmedic.notices import step
-    from rlmedic.registry import REGISTRY
-
-    ctx = ctx or tool_context(roots, **context)
-    # a big log folder or checkpoint tree takes a while: at a terminal, say so after a few seconds
-    with step(f"running {name.replace('_', ' ')}", after=3, terminal_only=True):
-        result = REGISTRY.call(name, arguments, ctx, catch_bugs=False, use_cache=False)  # one call per process
-    return result.unwrap()
+#: The command modules, each with ``register(app)`` adding its commands (with their one-sentence
+#: summaries). They never import this module back (they share :mod:`rlmedic.ui.clikit`).
+COMMAND_MODULES = (cli_logs, cli_knowledge, cli_issues, cli_code, cli_gpu, cli_checkpoints, cli_config, cli_mcp,
+                   cli_chat, cli_agent, cli_slack, cli_watch, cli_env)
 
 
-def tool_context(roots: list[Any], **context: Any) -> Any:
-    """The :class:`~rlmedic.registry.ToolContext` for the paths the user typed (``None`` entries left out)."""
-    from rlmedic.registry import ToolContext
-
-    return ToolContext.for_roots([str(r) for r in roots if r is not None], **context)
-
-
-def print_json(data: Any) -> None:
-    """Machine output: one JSON document on stdout."""
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-
-
-#: Command modules, each with ``register(app)``. Add a module here to add commands.
-COMMAND_MODULES = (
-    "rlmedic.ui.cli_logs",
-    "rlmedic.ui.cli_knowledge",
-    "rlmedic.ui.cli_issues",
-    "rlmedic.ui.cli_code",
-    "rlmedic.ui.cli_gpu",
-    "rlmedic.ui.cli_checkpoints",
-    "rlmedic.ui.cli_config",
-    "rlmedic.ui.cli_mcp",
-    "rlmedic.ui.cli_chat",
-    "rlmedic.ui.cli_agent",
-    "rlmedic.ui.cli_slack",
-    "rlmedic.ui.cli_watch",
-    "rlmedic.ui.cli_env",
-)
-
-
-def _register_all() -> None:
-    import importlib
-
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(app)
+def _assemble() -> None:
+    """Every module's commands into :data:`app`, each with the help formatting of :class:`_Command`."""
+    for module in COMMAND_MODULES:
+        module.register(app)
     for info in app.registered_commands:
         if info.cls in (None, TyperCommand) or type(info.cls).__name__ == "DefaultPlaceholder":
             info.cls = _Command
-        if not info.short_help:  # the summary in `rlmedic --help`: one whole sentence, never cut
-            info.short_help = SUMMARIES.get(info.name or "")
 
 
-#: One-sentence summaries for the command list (click cuts longer docstrings mid-sentence).
-SUMMARIES = {
-    "diagnose": "Find the root cause in training logs, with its fix.",
-    "excerpt": "Print the most telling lines of a log, redacted.",
-    "index": "Add your own documents to the knowledge base.",
-    "search": "Search your docs, the playbook cards and issue threads.",
-    "ask": "Ask a troubleshooting question; the answer cites sources.",
-    "gpu": "Show GPU memory and processes; flag leftovers.",
-    "checkpoints": "List and check checkpoints; print how to resume.",
-    "lint-config": "Check an AReaL or slime config; changes nothing.",
-    "fix-config": "Propose a corrected config, each change cited.",
-    "mcp": "Serve the read-only tools over MCP.",
-    "serve-model": "Start SGLang for a local model and print its URL.",
-    "sync-issues": "Index closed upstream issues that record a fix.",
-    "chat": "Chat about a failed run in the terminal.",
-    "web": "Serve the chat as a local web page.",
-    "eval": "Score the agent on a set of cases.",
-    "env": "Print the versions that matter, to paste into an issue.",
-}
-
-
-_register_all()
+_assemble()
 
 
 def main() -> None:  # console-script entry point

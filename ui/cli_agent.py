@@ -20,9 +20,9 @@ BASE_URL_HELP = "OpenAI-compatible server, e.g. http://127.0.0.1:30000/v1 (defau
 
 
 def register(app: typer.Typer) -> None:
-    app.command("ask")(ask)
-    app.command("serve-model")(serve_model)
-    app.command("eval")(eval_cases)
+    app.command("ask", short_help="Ask a troubleshooting question; the answer cites sources.")(ask)
+    app.command("serve-model", short_help="Start SGLang for a local model and print its URL.")(serve_model)
+    app.command("eval", short_help="Score the agent on a set of cases.")(eval_cases)
 
 
 def ask(
@@ -53,7 +53,7 @@ def ask(
     from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted
     from rlmedic.agent.llm import LLMConfig
     from rlmedic.agent.session import Session
-    from rlmedic.ui.cli import print_json
+    from rlmedic.ui.clikit import print_json
     from rlmedic.ui.cli_knowledge import existing_index_dir
 
     existing_index_dir(index_dir, chroma_url)
@@ -176,7 +176,7 @@ def eval_cases(
     from rlmedic.agent.evaluate import evaluate, load_cases
     from rlmedic.agent.llm import LLMConfig
     from rlmedic.knowledge.index import KnowledgeBase
-    from rlmedic.ui.cli import print_json
+    from rlmedic.ui.clikit import print_json
 
     config = None if offline else LLMConfig.resolve(base_url=base_url, model=model)
     from rlmedic.ui.cli_knowledge import existing_index_dir

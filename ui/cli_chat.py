@@ -16,8 +16,8 @@ BASE_URL_HELP = "OpenAI-compatible server, e.g. http://127.0.0.1:30000/v1 (defau
 
 
 def register(app: typer.Typer) -> None:
-    app.command("chat")(chat)
-    app.command("web")(web)
+    app.command("chat", short_help="Chat about a failed run in the terminal.")(chat)
+    app.command("web", short_help="Serve the chat as a local web page.")(web)
 
 
 def _config(offline: bool, base_url: Optional[str], model: Optional[str], api_key: Optional[str]):  # noqa: ANN202

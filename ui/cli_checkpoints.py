@@ -12,7 +12,7 @@ from rlmedic.ui.params import path as path_param
 
 
 def register(app: typer.Typer) -> None:
-    app.command("checkpoints")(checkpoints)
+    app.command("checkpoints", short_help="List and check checkpoints; print how to resume.")(checkpoints)
 
 
 def checkpoints(
@@ -25,7 +25,7 @@ def checkpoints(
 ) -> None:
     """List checkpoints with steps, times and sizes; check integrity; print the exact resume command.
     Exit 1 when none are found, or the newest (or an AReaL recover or Megatron one) is damaged."""
-    from rlmedic.ui.cli import print_json, run_tool
+    from rlmedic.ui.clikit import print_json, run_tool
 
     report = run_tool("list_checkpoints", {"root": str(root), "experiment_name": experiment_name, "trial_name": trial_name,
                                            "before_step": before_step, "config": str(config) if config else None},

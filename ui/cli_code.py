@@ -37,7 +37,7 @@ def sync_code(
     from rlmedic.errors import UserError
     from rlmedic.knowledge.history import History, history_path, sync_clone, sync_rest
     from rlmedic.knowledge.sync import parse_since
-    from rlmedic.ui.cli import print_json
+    from rlmedic.ui.clikit import print_json
 
     if name and len(sources) > 1:
         raise UserError("--name names one clone; give one SOURCE with it")
@@ -134,7 +134,7 @@ def code_for_diagnosis(diagnosis: object, source: Path | None) -> list[str]:
     from rlmedic.errors import UserError
     from rlmedic.knowledge.history import parse_frame
     from rlmedic.tools.upstream import root_exception
-    from rlmedic.ui.cli import run_tool
+    from rlmedic.ui.clikit import run_tool
 
     if not source.expanduser().is_dir():
         raise UserError(f"--source {source}: no such folder")

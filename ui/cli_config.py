@@ -11,8 +11,8 @@ from rlmedic.ui.params import path as path_param
 
 
 def register(app: typer.Typer) -> None:
-    app.command("lint-config")(lint_config)
-    app.command("fix-config")(fix_config)
+    app.command("lint-config", short_help="Check an AReaL or slime config; changes nothing.")(lint_config)
+    app.command("fix-config", short_help="Propose a corrected config, each change cited.")(fix_config)
 
 
 SNAPSHOT_HELP = "A GPU snapshot (rlmedic gpu --save F) for the hardware checks: attention backend, GPU count, colocation memory."
@@ -26,7 +26,7 @@ def lint_config(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Check a config against AReaL's schema or slime's flags, and the config rules; changes nothing. Exit 1 when errors are found."""
-    from rlmedic.ui.cli import print_json, run_tool
+    from rlmedic.ui.clikit import print_json, run_tool
 
     result = run_tool("lint_config", {"config": str(config), "snapshot": str(snapshot) if snapshot else None, "spot": spot},
                       roots=[config, snapshot])
@@ -51,7 +51,7 @@ def fix_config(
     """Produce the corrected config: each change with old and new value, reason and citation, plus a unified diff.
     Exit 1 when errors remain that need editing by hand."""
     from rlmedic.tools.config.fix import write_corrected
-    from rlmedic.ui.cli import print_json, run_tool, tool_context
+    from rlmedic.ui.clikit import print_json, run_tool, tool_context
 
     logs = [str(p) for p in log or []]
     ctx = tool_context([config, snapshot, *logs])

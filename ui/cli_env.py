@@ -6,7 +6,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    app.command("env")(env)
+    app.command("env", short_help="Print the versions that matter, to paste into an issue.")(env)
 
 
 def env(
@@ -18,7 +18,7 @@ def env(
     """Python, torch and its CUDA, driver and GPUs, and the versions of sglang, vllm, megatron-core, transformers,
     ray, areal, slime, verl, flash-attn, flashinfer, deepspeed and NCCL (read from package metadata, nothing imported)."""
     from rlmedic.tools.envinfo import collect, render
-    from rlmedic.ui.cli import print_json
+    from rlmedic.ui.clikit import print_json
 
     data = collect(python=python)
     if json_out:

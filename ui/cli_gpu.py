@@ -11,7 +11,7 @@ from rlmedic.ui.params import path as path_param
 
 
 def register(app: typer.Typer) -> None:
-    app.command("gpu")(gpu)
+    app.command("gpu", short_help="Show GPU memory and processes; flag leftovers.")(gpu)
 
 
 def gpu(
@@ -21,7 +21,7 @@ def gpu(
 ) -> None:
     """GPU state: memory, utilisation, temperature, ECC, clocks, and the processes holding memory (leftovers flagged)."""
     from rlmedic.tools.gpu.snapshot import save_snapshot
-    from rlmedic.ui.cli import print_json, run_tool, tool_context
+    from rlmedic.ui.clikit import print_json, run_tool, tool_context
 
     ctx = tool_context([snapshot])
     report = run_tool("gpu_status", {"snapshot": str(snapshot) if snapshot else None}, roots=[], ctx=ctx)

@@ -11,7 +11,7 @@ from rlmedic.ui.cli_knowledge import INDEX_DIR_HELP
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sync-issues")(sync_issues)
+    app.command("sync-issues", short_help="Index closed upstream issues that record a fix.")(sync_issues)
 
 
 def sync_issues(
@@ -37,7 +37,7 @@ def sync_issues(
     from rlmedic.knowledge import sync, threads
     from rlmedic.knowledge.github import EtagCache, GitHubClient, token_from_env
     from rlmedic.knowledge.index import KnowledgeBase
-    from rlmedic.ui.cli import print_json
+    from rlmedic.ui.clikit import print_json
     from rlmedic.ui.progress import progress_bar
 
     if export and from_export:

@@ -56,8 +56,8 @@ def existing_index_dir(index_dir: Optional[Path], chroma_url: Optional[str] = No
 
 
 def register(app: typer.Typer) -> None:
-    app.command("index")(index)
-    app.command("search")(search)
+    app.command("index", short_help="Add your own documents to the knowledge base.")(index)
+    app.command("search", short_help="Search your docs, the playbook cards and issue threads.")(search)
 
 
 def index(
@@ -69,7 +69,7 @@ def index(
     """Add documents to the knowledge base (only changed files are re-embedded)."""
     use_chroma_url(chroma_url)
     from rlmedic.knowledge.index import KnowledgeBase
-    from rlmedic.ui.cli import print_json
+    from rlmedic.ui.clikit import print_json
     from rlmedic.ui.progress import progress_bar
 
     kb = KnowledgeBase(index_dir)
@@ -102,7 +102,7 @@ def search(
     use_chroma_url(chroma_url)
     use_known_issues(known_issues)
     from rlmedic.errors import UserError
-    from rlmedic.ui.cli import print_json, run_tool
+    from rlmedic.ui.clikit import print_json, run_tool
 
     if kind not in (None, "doc", "card", "issue", "known", "commit"):
         raise UserError(f"--kind must be 'doc', 'card', 'issue', 'known' or 'commit', not {kind!r}")

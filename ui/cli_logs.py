@@ -157,7 +157,7 @@ def split_streams(paths: list[Path]) -> tuple[list[str], list[Source]]:
 def _run(tool: str, paths: list[Path], **arguments: Any) -> Any:
     """Run the registry tool on the paths; stdin and pipes among them travel as streams the
     front door vouches for (``ToolContext.streams``), so they pass the same single redaction."""
-    from rlmedic.ui.cli import run_tool, tool_context
+    from rlmedic.ui.clikit import run_tool, tool_context
 
     files, streams = split_streams(paths)
     ctx = tool_context(files)
@@ -166,7 +166,7 @@ def _run(tool: str, paths: list[Path], **arguments: Any) -> Any:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("diagnose")
+    @app.command("diagnose", short_help="Find the root cause in training logs, with its fix.")
     def diagnose_cmd(
         paths: list[Path] = typer.Argument(
             ..., metavar="PATH", parser=path_param,
@@ -181,7 +181,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Find the root cause in AReaL / slime training logs, with its line and the fix."""
         from rlmedic.types import severity_rank
-        from rlmedic.ui.cli import print_json
+        from rlmedic.ui.clikit import print_json
         from rlmedic.ui.cli_code import code_for_diagnosis, env_versions, upstream_for_diagnosis
 
         env = env_versions(env_file)
@@ -205,7 +205,7 @@ def register(app: typer.Typer) -> None:
             if worst is not None and severity_rank(worst) <= severity_rank(fail_on.value):
                 raise typer.Exit(1)
 
-    @app.command("excerpt")
+    @app.command("excerpt", short_help="Print the most telling lines of a log, redacted.")
     def excerpt_cmd(
         paths: list[Path] = typer.Argument(..., metavar="PATH", parser=path_param, help="Log files or directories; - reads stdin."),
         max_lines: int = typer.Option(120, "--max-lines", min=10, help="Line budget of the excerpt."),

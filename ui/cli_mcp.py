@@ -9,7 +9,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    app.command("mcp")(mcp)
+    app.command("mcp", short_help="Serve the read-only tools over MCP.")(mcp)
 
 
 def mcp(
