@@ -21,35 +21,10 @@ SUBJECTS = ("logs", "config", "gpus", "checkpoints")
 
 # ---------------------------------------------------------------------- frameworks
 
-#: verl's Hydra config roots (``actor_rollout_ref.rollout.n=8``, ``trainer.nnodes=2``); a dotted key under
-#: one of them is verl's, not AReaL's (whose ``actor.``/``rollout.`` would match inside it).
-_VERL_KEY = re.compile(
-    r"\b(?:actor_rollout_ref|critic|trainer|reward_model|custom_reward_function|algorithm)(?:\.[a-z_][a-z0-9_]*)+"
-    r"|\bdata\.(?:train_batch_size|max_prompt_length|max_response_length|train_files|val_files"
-    r"|filter_overlong_prompts|truncation|reward_fn_key|prompt_key)\b"
-    r"|\bverl\.trainer\.main_ppo\b")
-_AREAL_KEY = re.compile(r"\b(?:actor|rollout|gconfig|saver|recover|cluster|sglang|train_dataset)\.[a-z_]+")
-_SLIME_FLAG = re.compile(r"(?<![\w-])--[a-z]+(?:-[a-z]+)+")
+#: the framework a text is about, from names only one framework uses (tools/config/frameworks.py)
+from rlmedic.tools.config.frameworks import detect as detect_framework  # noqa: E402
+
 RL_FRAMEWORKS = frozenset({"areal", "slime", "verl"})
-
-
-def detect_framework(text: str) -> str:
-    """``areal``, ``slime`` or ``verl`` when the text names one (and no other), else by its keys: verl's
-    Hydra keys (``actor_rollout_ref.*``, ``trainer.*``, ...), dotted AReaL keys and slime/Megatron ``--flags``
-    (the most frequent wins), else ``""``."""
-    low = text.lower()
-    named = {fw for fw in ("areal", "slime") if fw in low} | ({"verl"} if re.search(r"\bverl\b", low) else set())
-    if len(named) == 1:
-        return named.pop()
-    verl = len(_VERL_KEY.findall(low))
-    rest = _VERL_KEY.sub(" ", low)  # AReaL's actor./rollout. must not count inside a verl key
-    areal = len(_AREAL_KEY.findall(rest))
-    slime = len(_SLIME_FLAG.findall(rest)) + (2 if "megatron" in low and not areal and not verl else 0)
-    counts = {"areal": areal, "slime": slime, "verl": verl}
-    best = max(counts, key=counts.__getitem__)
-    if counts[best] and sum(n == counts[best] for n in counts.values()) == 1:
-        return best
-    return ""
 
 
 def framework_in_play(question: str, evidence: Sequence[Evidence]) -> str:
