@@ -96,7 +96,7 @@ def plan_calls(attachments: Sequence[Path], peek: Callable[[Path], bytes]) -> li
 
 
 def _registry_call() -> Callable[..., Any]:
-    from rlmedic.registry import REGISTRY
+    from rlmedic.tools.registry import REGISTRY
 
     return REGISTRY.call
 
@@ -127,7 +127,7 @@ def question_evidence(question: str, ctx: Any) -> Any:
     from rlmedic.tools.logs.scan import Source
 
     if ctx is None:
-        from rlmedic.registry import ToolContext
+        from rlmedic.tools.registry import ToolContext
 
         ctx = ToolContext.for_roots([], env_roots=False)
     ctx.streams[QUESTION_STREAM] = Source(name=QUESTION_STREAM, data=question.encode("utf-8", errors="replace"))
@@ -151,7 +151,7 @@ def investigate(question: str, *, attachments: Sequence[Path], ctx: Any, results
     A call whose evidence is in ``known`` (earlier evidence) or ``results`` is skipped, unless
     a file it names changed after that evidence was established (a log that grew meanwhile).
     """
-    from rlmedic.registry import call_key
+    from rlmedic.tools.registry import call_key
 
     if not attachments or ctx is None:
         return

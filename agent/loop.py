@@ -224,7 +224,7 @@ def shrink_context(messages: list[Any], budgets: Budgets) -> list[Any]:
 
     from langchain_core.messages import ToolMessage
 
-    from rlmedic.registry import bounded
+    from rlmedic.tools.registry import bounded
 
     out = [m.model_copy(update={"content": bounded(_text(m.content), 3000)}) if isinstance(m, ToolMessage) else m
            for m in messages]
@@ -233,13 +233,13 @@ def shrink_context(messages: list[Any], budgets: Budgets) -> list[Any]:
 
 def short_error(text: str) -> str:
     """An error text bounded as the registry bounds its own (errors can echo a huge argument)."""
-    from rlmedic.registry import MAX_ERROR_CHARS, bounded
+    from rlmedic.tools.registry import MAX_ERROR_CHARS, bounded
 
     return bounded(text, MAX_ERROR_CHARS)
 
 
 def _bounded_value(value: Any) -> Any:
-    from rlmedic.registry import bounded_value
+    from rlmedic.tools.registry import bounded_value
 
     return bounded_value(value)
 
@@ -431,7 +431,7 @@ class Agent:
         from rlmedic.agent.llm import chat_model
 
         if registry is None:
-            from rlmedic.registry import REGISTRY as registry  # noqa: N811
+            from rlmedic.tools.registry import REGISTRY as registry  # noqa: N811
         import dataclasses
 
         # the model's share of the answer never exceeds --timeout / RLMEDIC_TIMEOUT

@@ -396,7 +396,7 @@ class Session:
 
     def context(self, cancel: threading.Event | None = None) -> Any:
         """The registry's ToolContext: the roots are the attachments and the front door's folders."""
-        from rlmedic.registry import ToolContext
+        from rlmedic.tools.registry import ToolContext
 
         roots = [*self.roots, *self.attachments]
         ctx = ToolContext.for_roots(roots, env_roots=self.env_roots, deadline_s=self.deadline_s,

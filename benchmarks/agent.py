@@ -41,7 +41,7 @@ class _InstantTools:
     """The registry's tools with an instant ``call``: only the loop's own time is left."""
 
     def __init__(self) -> None:
-        from rlmedic.registry import REGISTRY
+        from rlmedic.tools.registry import REGISTRY
 
         self.registry = REGISTRY
 
@@ -49,7 +49,7 @@ class _InstantTools:
         return self.registry.tools()
 
     def call(self, name: str, args: dict, ctx: object) -> object:
-        from rlmedic.registry import ToolResult
+        from rlmedic.tools.registry import ToolResult
 
         return ToolResult(name, True, data={"lines": 3}, text="3 relevant lines: ...", arguments=args)
 
@@ -62,7 +62,7 @@ def _llm_run(steps: int, log: Path) -> tuple[float, float]:
     from rlmedic.agent.events import Final, ToolFinished
     from rlmedic.agent.llm import LLMConfig
     from rlmedic.agent.loop import Budgets
-    from rlmedic.registry import ToolContext
+    from rlmedic.tools.registry import ToolContext
 
     replies = [Reply(calls=[tool("excerpt", paths=[str(log)], max_lines=10 + i)]) for i in range(steps)]
     replies.append(Reply(content="Root cause: done."))
@@ -107,7 +107,7 @@ def offline_cold(log: Path) -> tuple[float, float]:
 def offline_warm(log: Path) -> float:
     from rlmedic.agent.engine import answer_events
     from rlmedic.agent.events import final_answer
-    from rlmedic.registry import ToolContext
+    from rlmedic.tools.registry import ToolContext
 
     times = []
     for _ in range(3):

@@ -76,7 +76,7 @@ def run(cases: list[dict], shown: int) -> dict[str, dict[str, list[float]]]:
     from rlmedic.agent.evaluate import names_category
     from rlmedic.agent.offline import answer_offline
     from rlmedic.knowledge.index import KnowledgeBase
-    from rlmedic.registry import ToolContext
+    from rlmedic.tools.registry import ToolContext
 
     kb = KnowledgeBase()
     stats: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))

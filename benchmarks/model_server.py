@@ -41,7 +41,7 @@ def main() -> None:
 
     from rlmedic.agent.engine import answer_events
     from rlmedic.agent.llm import LLMConfig
-    from rlmedic.registry import ToolContext
+    from rlmedic.tools.registry import ToolContext
 
     work = Path(tempfile.mkdtemp(prefix="rlmedic-bench-"))
     log = work / "train.log"

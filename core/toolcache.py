@@ -137,5 +137,5 @@ class ToolCache:
         return digest
 
 
-#: The process-wide cache :meth:`rlmedic.registry.Registry.call` uses.
+#: The process-wide cache :meth:`rlmedic.tools.registry.Registry.call` uses.
 TOOL_CACHE = ToolCache()

@@ -23,7 +23,7 @@ from rlmedic.agent.events import Final, Notice, TextDelta, ToolFinished, ToolSta
 from rlmedic.agent.llm import LLMConfig
 from rlmedic.agent.loop import Budgets, trim_context
 from rlmedic.errors import UserError
-from rlmedic.registry import REGISTRY, ToolContext
+from rlmedic.tools.registry import REGISTRY, ToolContext
 
 LOG = FIXTURES / "logs" / "signatures" / "cuda-oom.log"
 CONFIG = FIXTURES / "configs" / "areal" / "base.yaml"

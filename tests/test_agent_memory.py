@@ -14,7 +14,7 @@ from conftest import FIXTURES
 from fake_openai import FakeOpenAI, replies_from
 from rlmedic.agent.engine import answer_events
 from rlmedic.agent.llm import LLMConfig
-from rlmedic.registry import ToolContext
+from rlmedic.tools.registry import ToolContext
 
 LOG = FIXTURES / "logs" / "signatures" / "cuda-oom.log"
 KEY_LINES = [

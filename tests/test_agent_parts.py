@@ -15,7 +15,7 @@ from rlmedic.agent.investigate import plan_calls
 from rlmedic.agent.offline import run_offline
 from rlmedic.agent.session import Session
 from rlmedic.errors import UserError
-from rlmedic.registry import ToolContext
+from rlmedic.tools.registry import ToolContext
 from rlmedic.types import Citation, Evidence, Finding, Fix
 
 

@@ -31,7 +31,7 @@ from fake_openai import FakeOpenAI, replies_from
 from rlmedic.agent.engine import answer_events
 from rlmedic.agent.events import Final, Notice, TextDelta, ToolFinished, ToolStarted
 from rlmedic.agent.llm import LLMConfig
-from rlmedic.registry import ToolContext
+from rlmedic.tools.registry import ToolContext
 
 SCENARIOS = sorted((Path(__file__).parent / "scenarios" / "small_model").glob("*.json"))
 LOG = FIXTURES / "logs" / "signatures" / "cuda-oom.log"
@@ -292,7 +292,7 @@ def test_a_huge_tool_argument_is_neither_parsed_nor_echoed(tmp_path: Path) -> No
 
 def test_tool_errors_never_echo_a_huge_argument(tmp_path: Path) -> None:
     """The registry (behind the loop and the MCP server) answers a 5 MB path with one short error."""
-    from rlmedic.registry import MAX_ERROR_CHARS, REGISTRY
+    from rlmedic.tools.registry import MAX_ERROR_CHARS, REGISTRY
 
     ctx = ToolContext.for_roots([str(tmp_path)])
     for args in ({"paths": [str(tmp_path / ("b" * 5_000_000))]}, {"paths": ["/etc/" + "c" * 50_000]}):

@@ -93,7 +93,7 @@ def test_hugging_face_saves_of_a_large_tree_are_all_listed(tmp_path: Path, small
 
 
 def test_a_yaml_bomb_config_is_refused_before_the_tree_is_scanned(tmp_path: Path, monkeypatch) -> None:
-    from rlmedic.registry import REGISTRY, ToolContext
+    from rlmedic.tools.registry import REGISTRY, ToolContext
 
     areal_tree(tmp_path / "root")
     laughs = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']

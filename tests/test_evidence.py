@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from conftest import FIXTURES
-from rlmedic.registry import REGISTRY, ToolContext
+from rlmedic.tools.registry import REGISTRY, ToolContext
 from rlmedic.types import Evidence
 
 HEALTHY = FIXTURES / "logs" / "scenarios" / "healthy_areal.log"

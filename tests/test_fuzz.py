@@ -388,7 +388,7 @@ def test_redaction_sees_through_escape_codes(data: st.DataObject) -> None:
 @given(name=st.text(min_size=1, max_size=20), at=st.integers(0, 20))
 def test_tool_paths_with_a_nul_byte(name: str, at: int, tmp_path_factory: pytest.TempPathFactory) -> None:
     """A NUL anywhere in a path a tool reads: bad input (one line), never an internal error."""
-    from rlmedic.registry import REGISTRY, ToolContext
+    from rlmedic.tools.registry import REGISTRY, ToolContext
 
     with _example():
         where = tmp_path_factory.mktemp("nul")

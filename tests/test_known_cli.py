@@ -175,7 +175,7 @@ def test_a_watch_alert_names_the_known_issue(tmp_path: Path, monkeypatch: pytest
 
 def test_the_search_tool_agents_call_names_the_known_issue(monkeypatch: pytest.MonkeyPatch) -> None:
     # the tool the MCP server and the LLM agent call: its text form is what they read
-    from rlmedic.registry import REGISTRY
+    from rlmedic.tools.registry import REGISTRY
     from rlmedic.ui.clikit import tool_context
 
     monkeypatch.setenv("RLMEDIC_KNOWN_ISSUES", str(PACK))

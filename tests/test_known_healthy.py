@@ -33,7 +33,7 @@ def test_no_record_matches_a_healthy_log_by_its_symptoms(log: Path) -> None:
 @pytest.mark.parametrize("log", HEALTHY, ids=[p.stem for p in HEALTHY])
 def test_a_healthy_run_is_answered_without_a_known_issue(log: Path, tmp_path: Path) -> None:
     from rlmedic.agent.offline import answer_offline
-    from rlmedic.registry import ToolContext
+    from rlmedic.tools.registry import ToolContext
 
     answer = answer_offline("did this run finish ok?", attachments=[log], ctx=ToolContext.for_roots([str(log)]))
     assert "finished cleanly" in answer.answer and "Known issue" not in answer.answer
@@ -65,7 +65,7 @@ def test_a_bug_of_another_rl_framework_never_leads() -> None:
 def test_a_big_logs_end_is_matched_not_only_its_start(tmp_path: Path) -> None:
     """The failure of a big log is at its end: the text known issues are matched against holds it."""
     from rlmedic.agent.investigate import attachment_texts
-    from rlmedic.registry import ToolContext
+    from rlmedic.tools.registry import ToolContext
 
     log = tmp_path / "train.log"
     with log.open("w", encoding="utf-8") as fh:

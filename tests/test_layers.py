@@ -64,7 +64,7 @@ def test_the_check_sees_lazy_imports_and_upward_ones(tmp_path: Path) -> None:
     probe.write_text("import os\n\ndef f():\n    from rlmedic.ui.cli import app\n    import rlmedic.agent.engine\n")
     assert imports(probe) == [(4, "rlmedic.ui.cli"), (5, "rlmedic.agent.engine")]
     assert [RANK[layer_of(m)] for _, m in imports(probe)] == [4, 3]
-    assert layer_of("rlmedic.registry") == "rlmedic" and layer_of("rlmedic.knowledge.known.match") == "rlmedic.knowledge"
+    assert layer_of("rlmedic.confine") == "rlmedic" and layer_of("rlmedic.tools.registry") == "rlmedic.tools" and layer_of("rlmedic.knowledge.known.match") == "rlmedic.knowledge"
 
 
 def test_the_agent_folder_holds_the_agent_only() -> None:

@@ -336,7 +336,7 @@ def test_a_dict_repr_inside_a_yaml_single_quoted_string_is_redacted() -> None:
     ("quoted.yaml", f"# a note\nenv_vars: '{{''WANDB_API_KEY'': ''{_KEY}''}}'\n"),
 ])
 def test_fix_config_and_its_mcp_diff_never_show_a_coloured_or_quoted_secret(name: str, planted: str, tmp_path: Path) -> None:
-    from rlmedic.registry import REGISTRY, ToolContext
+    from rlmedic.tools.registry import REGISTRY, ToolContext
 
     base = FIXTURES / "configs" / ("slime/batch_arithmetic.sh" if name.endswith(".sh") else "areal/mb_tokens.yaml")
     src = tmp_path / name

@@ -13,7 +13,7 @@ from conftest import FIXTURES
 from typer.testing import CliRunner
 
 from rlmedic.redact import redact_value
-from rlmedic.registry import REGISTRY, Registry, ToolContext, bounded
+from rlmedic.tools.registry import REGISTRY, Registry, ToolContext, bounded
 from rlmedic.ui.cli import app
 
 LOGS = FIXTURES / "logs"
@@ -173,7 +173,7 @@ def test_the_env_allowlist_is_not_used_when_the_front_door_says_so(tmp_path: Pat
 
 _FIFO_SCRIPT = """
 import json, sys
-from rlmedic.registry import REGISTRY, ToolContext
+from rlmedic.tools.registry import REGISTRY, ToolContext
 tool, args, root = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
 r = REGISTRY.call(tool, args, ToolContext.for_roots([root], env_roots=False))
 print(json.dumps({"ok": r.ok, "error": r.error}))
@@ -270,7 +270,7 @@ _PATH_ARGS = {"paths": lambda p: [p], "snapshot": str, "root": str, "config": st
 
 def test_a_path_with_a_nul_byte_is_bad_input_for_every_tool(tmp_path: Path) -> None:
     """Not `internal error ...: ValueError` (what os.stat says about an embedded NUL)."""
-    from rlmedic.registry import REGISTRY, ToolContext
+    from rlmedic.tools.registry import REGISTRY, ToolContext
 
     ctx = ToolContext.for_roots([str(tmp_path)], env_roots=False)
     (tmp_path / "ok.yaml").write_text("actor:\n  lr: 1\n")

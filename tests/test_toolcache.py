@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from rlmedic.registry import REGISTRY, ToolContext
+from rlmedic.tools.registry import REGISTRY, ToolContext
 from rlmedic.toolcache import TOOL_CACHE, ToolCache
 
 LOG = FIXTURES / "logs" / "multirank" / "rank2.log"

@@ -83,7 +83,7 @@ def test_investigating_a_log_and_an_env_attachment_judges_the_fix_by_it(synced: 
     from rlmedic.agent.events import Answer
     from rlmedic.agent.investigate import investigate
     from rlmedic.agent.upstream import apply_upstream
-    from rlmedic.registry import ToolContext
+    from rlmedic.tools.registry import ToolContext
 
     log = tmp_path / "train.log"
     log.write_text(LOG)
@@ -102,7 +102,7 @@ def test_investigating_a_log_and_an_env_attachment_judges_the_fix_by_it(synced: 
 
 
 def test_upstream_tool_reads_a_pasted_traceback(synced: Path) -> None:
-    from rlmedic.registry import REGISTRY, ToolContext
+    from rlmedic.tools.registry import REGISTRY, ToolContext
 
     ctx = ToolContext.for_roots([], env_roots=False, index_dir=synced)
     result = REGISTRY.call("upstream_fixes", {"traceback": LOG, "versions": {"verl": "0.1.0"}}, ctx)
@@ -137,7 +137,7 @@ def test_env_python_reads_another_environment_without_importing_it(tmp_path: Pat
 
 def test_search_kind_commit_on_the_cli_and_through_the_registry(synced: Path) -> None:
     """`rlmedic search --kind commit` and the search_docs tool MCP clients call."""
-    from rlmedic.registry import REGISTRY, ToolContext
+    from rlmedic.tools.registry import REGISTRY, ToolContext
 
     result = runner.invoke(app, ["search", "KeyError get_reward", "--kind", "commit", "--index-dir", str(synced), "--json"])
     assert result.exit_code == 0, result.output
@@ -188,7 +188,7 @@ def test_diagnose_source_quotes_the_failing_function(synced: Path, tmp_path: Pat
 
 def test_quote_code_is_confined_and_bounded(tmp_path: Path) -> None:
     from rlmedic.errors import UserError
-    from rlmedic.registry import ToolContext
+    from rlmedic.tools.registry import ToolContext
     from rlmedic.tools.code_context import MAX_LINES, quote_frames
 
     src = tmp_path / "clone"

@@ -3,7 +3,7 @@
 Every function here is a thin typed entry point over a tool group (``logs``, ``gpu``,
 ``checkpoints``, ``config``, the knowledge base). It reads only through
 ``ctx.confinement`` (the roots the front door set), never writes, and returns a result
-object; :mod:`rlmedic.registry` validates the arguments, redacts the result and renders
+object; :mod:`rlmedic.tools.registry` validates the arguments, redacts the result and renders
 the bounded text a model sees with the ``render`` function named at registration.
 
 Add a tool: write a function ``name(ctx: ToolContext, ...) -> result`` with typed
@@ -19,16 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from rlmedic.registry import ToolContext, set_knowledge_opener, tool
 from rlmedic.tools import evidence as ev
-
-def _open_knowledge(index_dir: Any) -> Any:
-    from rlmedic.knowledge.index import KnowledgeBase  # lazy: the embedding model loads on first search
-
-    return KnowledgeBase(index_dir)
-
-
-set_knowledge_opener(_open_knowledge)
+from rlmedic.tools.registry import ToolContext, tool
 
 Paths = Annotated[list[str], Field(min_length=1, description="Log files or folders of per-rank logs (gzip is fine).")]
 

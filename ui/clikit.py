@@ -19,7 +19,7 @@ def run_tool(name: str, arguments: dict[str, Any], roots: list[Any], *, ctx: Any
     :func:`tool_context`) to keep it: its confinement knows every file the tool read, which
     an output (``-o``, ``--save``) must never replace."""
     from rlmedic.notices import step
-    from rlmedic.registry import REGISTRY
+    from rlmedic.tools.registry import REGISTRY
 
     ctx = ctx or tool_context(roots, **context)
     # a big log folder or checkpoint tree takes a while: at a terminal, say so after a few seconds
@@ -29,8 +29,8 @@ def run_tool(name: str, arguments: dict[str, Any], roots: list[Any], *, ctx: Any
 
 
 def tool_context(roots: list[Any], **context: Any) -> Any:
-    """The :class:`~rlmedic.registry.ToolContext` for the paths the user typed (``None`` entries left out)."""
-    from rlmedic.registry import ToolContext
+    """The :class:`~rlmedic.tools.registry.ToolContext` for the paths the user typed (``None`` entries left out)."""
+    from rlmedic.tools.registry import ToolContext
 
     return ToolContext.for_roots([str(r) for r in roots if r is not None], **context)
 

@@ -2,8 +2,8 @@
 
 Other agents (Claude Desktop, IDEs, another team's bot) get the same tools the CLI and
 rlmedic's own agent use, with no per-tool glue: the tool list, descriptions and JSON
-schemas come from :data:`rlmedic.registry.REGISTRY`, and every call runs through
-:meth:`~rlmedic.registry.Registry.call` inside a context whose roots are the ``--allow``
+schemas come from :data:`rlmedic.tools.registry.REGISTRY`, and every call runs through
+:meth:`~rlmedic.tools.registry.Registry.call` inside a context whose roots are the ``--allow``
 paths given at start-up (a client cannot change them). Results carry the bounded text a
 model reads as content and the redacted JSON as structured content.
 
@@ -32,7 +32,7 @@ def build_server(allow: Iterable[str | os.PathLike[str]], *, index_dir: str | No
     import mcp_types as types
     from mcp.server import Server
 
-    from rlmedic.registry import REGISTRY, ToolContext
+    from rlmedic.tools.registry import REGISTRY, ToolContext
 
     roots = [str(p) for p in allow]
 

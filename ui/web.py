@@ -398,7 +398,7 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
                 yield out()
 
     def read_gpus(request: gr.Request):  # noqa: ANN202
-        from rlmedic.registry import REGISTRY
+        from rlmedic.tools.registry import REGISTRY
 
         session = sessions.get(request.session_hash or "anonymous")
         result = REGISTRY.call("gpu_status", {}, session.conversation.context())

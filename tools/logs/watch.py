@@ -217,7 +217,7 @@ class Watcher:
 
         Through the registry like every other caller: the windows are streams this front door
         vouches for (``ToolContext.streams``), so the result passes the one redaction step."""
-        from rlmedic.registry import REGISTRY, ToolContext
+        from rlmedic.tools.registry import REGISTRY, ToolContext
         from rlmedic.tools.logs.scan import Source
 
         windows = [w for fid, w in self.windows.items() if fid in dirty and w.lines]
@@ -354,7 +354,7 @@ class Watcher:
         root = self.options.checkpoints
         if not root:
             return []
-        from rlmedic.registry import REGISTRY, ToolContext
+        from rlmedic.tools.registry import REGISTRY, ToolContext
 
         result = REGISTRY.call("list_checkpoints", {"root": root}, ToolContext.for_roots([root]))
         if not result.ok:

@@ -37,10 +37,6 @@ MAX_ARGUMENT_CHARS = 100_000
 #: The most characters of an error line (errors can quote an argument).
 MAX_ERROR_CHARS = 1000
 
-#: The module whose import registers the built-in tools (imported on first use).
-BUILTIN_TOOLS = "rlmedic.tools.toolset"
-
-
 class ToolTimeout(UserError):
     """The context's deadline passed or the caller cancelled the request."""
 
@@ -105,15 +101,11 @@ class ToolContext:
         return paths, streams
 
     def knowledge(self) -> Any:
-        """The knowledge base (opened on first use; it loads the embedding model lazily).
-
-        Opened through the opener the built-in tools register (:func:`set_knowledge_opener`),
-        so this core module never imports the knowledge layer above it."""
+        """The knowledge base (opened on first use; it loads the embedding model lazily)."""
         if self._knowledge is None:
-            REGISTRY._load()
-            if _KNOWLEDGE_OPENER is None:
-                raise UserError("no knowledge base is available (no opener registered)")
-            self._knowledge = _KNOWLEDGE_OPENER(self.index_dir)
+            from rlmedic.knowledge.index import KnowledgeBase  # lazy: the layer below, heavy to import
+
+            self._knowledge = KnowledgeBase(self.index_dir)
         return self._knowledge
 
 
@@ -178,11 +170,15 @@ class Tool:
 
 
 class Registry:
-    """The set of tools; :data:`REGISTRY` holds the built-in ones."""
+    """The set of tools; :data:`REGISTRY` holds the built-in ones.
 
-    def __init__(self, builtin_module: str | None = None) -> None:
+    ``load`` (called once, on first use) registers the tools: for :data:`REGISTRY` a plain
+    import of :mod:`rlmedic.tools.toolset`, deferred so that importing this module (for
+    :class:`ToolContext`, :func:`bounded`) stays cheap."""
+
+    def __init__(self, load: Callable[[], None] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
-        self._builtin_module = builtin_module
+        self._pending_load = load
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ registration
@@ -204,13 +200,11 @@ class Registry:
         return entry
 
     def _load(self) -> None:
-        if self._builtin_module:
+        if self._pending_load is not None:
             with self._lock:
-                module, self._builtin_module = self._builtin_module, None
-                if module:
-                    import importlib
-
-                    importlib.import_module(module)
+                load, self._pending_load = self._pending_load, None
+                if load is not None:
+                    load()
 
     def tools(self) -> list[Tool]:
         self._load()
@@ -297,15 +291,12 @@ class Registry:
         return TOOL_CACHE.key(entry.name, arguments, [str(p) for p in paths], ctx.confinement)
 
 
-REGISTRY = Registry(BUILTIN_TOOLS)
+def _builtin_tools() -> None:
+    """Register the built-in tools: importing the module that defines them runs their ``@tool``."""
+    from rlmedic.tools import toolset  # noqa: F401
 
-_KNOWLEDGE_OPENER: Callable[[Path | None], Any] | None = None
 
-
-def set_knowledge_opener(opener: Callable[[Path | None], Any]) -> None:
-    """How a :class:`ToolContext` opens the knowledge base for an index dir (the tools layer sets it)."""
-    global _KNOWLEDGE_OPENER
-    _KNOWLEDGE_OPENER = opener
+REGISTRY = Registry(_builtin_tools)
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
