@@ -1,14 +1,18 @@
 """The layers you can see: ui -> agent -> tools -> knowledge -> core, and nothing upward.
 
-Every import in every module (top-level and the lazy ones inside functions) is read with
-``ast``; a module may import its own layer and the layers below it. The one exception is
-the package's ``__main__`` (``python -m rlmedic`` runs the CLI). A broken rule names the
-file and the import, so the fix (move the code down, or pass the dependency in) is clear.
+Every import in every module is read with ``ast``: top-level and the lazy ones inside
+functions, absolute and relative, and ``from package import module`` as the edge to that
+module. A module may import its own layer and the layers below it. An import by string
+(``importlib.import_module``, ``__import__``) of rlmedic code would be an edge this check
+cannot see, so there is none. The one exception to the layers is the package's
+``__main__`` (``python -m rlmedic`` runs the CLI). A broken rule names the file and the
+import, so the fix (move the code down, or pass the dependency in) is clear.
 """
 
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,8 @@ LAYERS = (("core", "rlmedic"), ("knowledge", "rlmedic.knowledge"), ("tools", "rl
           ("agent", "rlmedic.agent"), ("ui", "rlmedic.ui"))
 RANK = {pkg: n for n, (_, pkg) in enumerate(LAYERS)}
 ENTRY_POINTS = {"core/__main__.py"}
+#: Calls that import a module named by a string.
+STRING_IMPORTS = {"import_module", "__import__", "run_module", "find_spec"}
 
 
 def layer_of(module: str) -> str:
@@ -28,17 +34,60 @@ def layer_of(module: str) -> str:
     return "rlmedic"
 
 
-def imports(path: Path) -> list[tuple[int, str]]:
-    """(line, module) of every absolute rlmedic import in ``path``, lazy ones included."""
+def module_of(path: Path) -> str:
+    """The dotted name of a source file (``tools/logs/scan.py`` -> ``rlmedic.tools.logs.scan``)."""
+    rel = path.relative_to(ROOT)
+    pkg = dict(LAYERS)[rel.parts[0]]
+    parts = [*pkg.split("."), *rel.parts[1:-1]] + ([] if rel.stem == "__init__" else [rel.stem])
+    return ".".join(parts)
+
+
+#: Every module of the package, by dotted name.
+MODULES = {module_of(p): p for folder, _ in LAYERS for p in sorted((ROOT / folder).rglob("*.py"))}
+
+
+@lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.AST:
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
+def imports(path: Path, package: str | None = None) -> list[tuple[int, str]]:
+    """(line, module) of every rlmedic import in ``path``: lazy ones, relative ones resolved against
+    ``package`` (the file's own by default), and ``from pkg import sub`` as ``pkg.sub`` when ``sub``
+    is a module."""
+    if package is None:
+        here = module_of(path)
+        package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join([*parts[: len(parts) - (node.level - 1)], *([base] if base else [])])
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         else:
             continue
-        out += [(node.lineno, n) for n in names if n == "rlmedic" or n.startswith("rlmedic.")]
+        out += [(node.lineno, n) for n in dict.fromkeys(names) if n == "rlmedic" or n.startswith("rlmedic.")]
+    return out
+
+
+def string_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, call) of every import by string of rlmedic code (or of a name not written out)."""
+    out = []
+    for node in ast.walk(_tree(path)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name not in STRING_IMPORTS or not node.args:
+            continue
+        arg = node.args[0]
+        literal = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
+        if literal is None or literal == "rlmedic" or literal.startswith("rlmedic."):
+            out.append((node.lineno, ast.unparse(node)))
     return out
 
 
@@ -59,12 +108,36 @@ def test_no_layer_imports_a_layer_above_it(folder: str, pkg: str) -> None:
     assert upward(folder, pkg) == []
 
 
-def test_the_check_sees_lazy_imports_and_upward_ones(tmp_path: Path) -> None:
+def test_every_edge_is_written_as_an_import() -> None:
+    hidden = [f"{p.relative_to(ROOT).as_posix()}:{line} {call}" for p in MODULES.values()
+              for line, call in string_imports(p)]
+    assert hidden == []
+
+
+def test_every_import_names_a_module_or_package_that_exists() -> None:
+    """An import the check cannot place (a typo, a module moved without its importers) is a hidden edge too."""
+    missing = [f"{p.relative_to(ROOT).as_posix()}:{line} imports {module}" for p in MODULES.values()
+               for line, module in imports(p)
+               if module not in MODULES and module.rpartition(".")[0] not in MODULES]
+    assert missing == []
+
+
+def test_the_check_sees_lazy_relative_submodule_and_string_imports(tmp_path: Path) -> None:
     probe = tmp_path / "probe.py"
-    probe.write_text("import os\n\ndef f():\n    from rlmedic.ui.cli import app\n    import rlmedic.agent.engine\n")
-    assert imports(probe) == [(4, "rlmedic.ui.cli"), (5, "rlmedic.agent.engine")]
-    assert [RANK[layer_of(m)] for _, m in imports(probe)] == [4, 3]
-    assert layer_of("rlmedic.confine") == "rlmedic" and layer_of("rlmedic.tools.registry") == "rlmedic.tools" and layer_of("rlmedic.knowledge.known.match") == "rlmedic.knowledge"
+    probe.write_text("import os\n\ndef f():\n    from rlmedic.ui.cli import app\n    import rlmedic.agent.engine\n"
+                     "    from rlmedic.tools import registry, toolset\n"
+                     "    importlib.import_module('rlmedic.tools.toolset')\n    __import__(name)\n    __import__('os')\n"
+                     "    from . import events\n    from ..ui import cli\n    from .events import Event\n")
+    assert imports(probe, package="rlmedic.agent") == [
+        (4, "rlmedic.ui.cli"), (5, "rlmedic.agent.engine"), (6, "rlmedic.tools.registry"), (6, "rlmedic.tools.toolset"),
+        (10, "rlmedic.agent.events"), (11, "rlmedic.ui.cli"), (12, "rlmedic.agent.events")]
+    assert [line for line, _ in string_imports(probe)] == [7, 8]  # a stdlib module by its literal name is no edge
+    assert [RANK[layer_of(m)] for _, m in imports(probe, package="rlmedic.agent")] == [4, 3, 2, 2, 3, 4, 3]
+    assert layer_of("rlmedic.confine") == "rlmedic" and layer_of("rlmedic.tools.registry") == "rlmedic.tools"
+    assert layer_of("rlmedic.knowledge.known.match") == "rlmedic.knowledge"
+    assert module_of(ROOT / "agent" / "events.py") == "rlmedic.agent.events"
+    assert module_of(ROOT / "tools" / "logs" / "__init__.py") == "rlmedic.tools.logs"
+    assert module_of(ROOT / "core" / "confine.py") == "rlmedic.confine"
 
 
 def test_the_agent_folder_holds_the_agent_only() -> None:
@@ -79,7 +152,5 @@ def test_the_cli_is_one_way() -> None:
             for p in sorted((ROOT / "ui").glob("cli_*.py")) for line, module in imports(p)
             if module == "rlmedic.ui.cli"]
     assert back == []
-    tree = ast.parse((ROOT / "ui" / "cli.py").read_text(encoding="utf-8"))
-    assembled = {a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "rlmedic.ui"
-                 for a in node.names}
-    assert {p.stem for p in (ROOT / "ui").glob("cli_*.py")} <= assembled  # plain imports, none by string
+    assembled = {m for _, m in imports(ROOT / "ui" / "cli.py")}
+    assert {f"rlmedic.ui.{p.stem}" for p in (ROOT / "ui").glob("cli_*.py")} <= assembled  # plain imports
