@@ -1,0 +1,20 @@
+"""A Ray cluster as a source of logs: every node's job logs and Ray's record of deaths, as one folder.
+
+Multi-node runs (AReaL, slime, verl on Ray) keep each node's worker logs on that node, and the root
+cause is often on a node other than the one the user is logged in to. This package reads them through
+Ray's own state API (the dashboard's ``/api/v0`` HTTP endpoints that ``ray.util.state`` wraps), read-only,
+and mirrors them into a local folder laid out by node and actor, plus ``ray-state.log``: the dead actors,
+workers and nodes with the exit causes Ray recorded. The existing log diagnosis then reads that folder
+like any folder of per-rank logs (one engine, not two); ``watch`` re-syncs it and follows it.
+
+* :mod:`.address`: ADDR (the dashboard's ``http://`` address or the GCS ``host:port``) to a checked
+  dashboard URL, one clear error line when unreachable, without the extra, or on a version mismatch;
+* :mod:`.client`: the ``/api/v0`` calls (nodes, actors, workers, jobs, log listings, log tails);
+* :mod:`.plan`: which files on which node belong to the job, newest deaths first;
+* :mod:`.state`: Ray's death records written as timestamped log lines;
+* :mod:`.mirror`: parallel, bounded, tail-first fetching into the folder (append-only on re-sync).
+"""
+
+from rlmedic.tools.cluster.mirror import Limits, Mirror, SyncResult, collect
+
+__all__ = ["Limits", "Mirror", "SyncResult", "collect"]
