@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from rlmedic.ui.cli_code import ENV_HELP, SOURCE_HELP
+from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP
 from rlmedic.ui.params import path as path_param
 
 if TYPE_CHECKING:
@@ -168,8 +169,8 @@ def _run(tool: str, paths: list[Path], **arguments: Any) -> Any:
 def register(app: typer.Typer) -> None:
     @app.command("diagnose", short_help="Find the root cause in training logs, with its fix.")
     def diagnose_cmd(
-        paths: list[Path] = typer.Argument(
-            ..., metavar="PATH", parser=path_param,
+        paths: Optional[list[Path]] = typer.Argument(
+            None, metavar="PATH", parser=path_param,
             help="Log files or directories of per-rank logs (gzip is fine), W&B run or wandb/ folders, TensorBoard log folders, JSONL/CSV metric dumps; - reads stdin.",
         ),
         as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
@@ -178,13 +179,24 @@ def register(app: typer.Typer) -> None:
         all_runs: bool = typer.Option(False, "--all", help="A wandb/ or TensorBoard folder: every run in it, not only the newest."),
         env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP),
         source: Optional[Path] = typer.Option(None, "--source", metavar="PATH", help=SOURCE_HELP),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP),
+        job: Optional[str] = typer.Option(None, "--job", metavar="ID", help=JOB_HELP),
+        since: Optional[float] = typer.Option(None, "--since", metavar="MINUTES", help=SINCE_HELP),
     ) -> None:
         """Find the root cause in AReaL / slime training logs, with its line and the fix."""
+        from rlmedic.errors import UserError
+        from rlmedic.tools.cluster.frontdoor import check_options, cli_folder
         from rlmedic.types import severity_rank
         from rlmedic.ui.clikit import print_json
         from rlmedic.ui.cli_code import code_for_diagnosis, env_versions, upstream_for_diagnosis
 
         env = env_versions(env_file)
+        paths = list(paths or [])
+        check_options(ray_address, job, since)
+        if ray_address is not None:  # the job's logs on every node, as one more folder to diagnose
+            paths.append(cli_folder(ray_address, job=job, since_minutes=since))
+        elif not paths:
+            raise UserError("give a log PATH (or - for stdin) or --ray-address ADDR")
         if all_runs:
             from rlmedic.tools.runs.locate import every_run
 

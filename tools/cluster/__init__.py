@@ -12,9 +12,21 @@ like any folder of per-rank logs (one engine, not two); ``watch`` re-syncs it an
 * :mod:`.client`: the ``/api/v0`` calls (nodes, actors, workers, jobs, log listings, log tails);
 * :mod:`.plan`: which files on which node belong to the job, newest deaths first;
 * :mod:`.state`: Ray's death records written as timestamped log lines;
-* :mod:`.mirror`: parallel, bounded, tail-first fetching into the folder (append-only on re-sync).
+* :mod:`.mirror`: parallel, bounded, tail-first fetching into the folder (append-only on re-sync);
+* :mod:`.frontdoor`: the folder for as long as a command or a request runs.
+
+
+Nothing heavy loads with the package: ``rlmedic --help`` reads the options' help from :mod:`.options`.
 """
 
-from rlmedic.tools.cluster.mirror import Limits, Mirror, SyncResult, collect
+from typing import Any
 
 __all__ = ["Limits", "Mirror", "SyncResult", "collect"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from rlmedic.tools.cluster import mirror
+
+        return getattr(mirror, name)
+    raise AttributeError(name)
