@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP
 from rlmedic.ui.cli_code import ENV_HELP, SOURCE_HELP
 from rlmedic.ui.cli_knowledge import CHROMA_URL_HELP, KNOWN_ISSUES_HELP, use_chroma_url, use_known_issues
 from rlmedic.ui.params import path as path_param
@@ -43,9 +44,15 @@ def ask(
     env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP),
     source: Optional[Path] = typer.Option(None, "--source", metavar="PATH", help=SOURCE_HELP),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print the rest of the answer: further fixes, background, related issues."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP),
+    job: Optional[str] = typer.Option(None, "--job", metavar="ID", help=JOB_HELP),
+    since: Optional[float] = typer.Option(None, "--since", metavar="MINUTES", help=SINCE_HELP),
 ) -> None:
     """Ask a troubleshooting question; attached files are investigated with rlmedic's tools."""
+    from rlmedic.tools.cluster.frontdoor import check_options
     from rlmedic.ui.cli_code import env_versions
+
+    check_options(ray_address, job, since)
 
     env_versions(env_file)  # a file that is no listing stops here, with one line
     use_known_issues(known_issues)
@@ -72,6 +79,10 @@ def ask(
                 session.attach(name)
         if env_file is not None:  # read by the read_env tool: its versions judge upstream and known-issue fixes
             session.attach(str(env_file))
+        if ray_address is not None:  # the job's logs on every node: one more attached folder
+            from rlmedic.tools.cluster.frontdoor import cli_folder, session_folder
+
+            session.attach(cli_folder(ray_address, job=job, since_minutes=since, into=session_folder(session)))
         for note in session.notices:
             typer.echo(f"note: {note}", err=True)
         streamed = False

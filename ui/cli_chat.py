@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP
 from rlmedic.ui.cli_code import ENV_HELP
 from rlmedic.ui.cli_knowledge import KNOWN_ISSUES_HELP, use_known_issues
 from rlmedic.ui.params import path as path_param
@@ -39,8 +40,14 @@ def chat(
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: the data dir)."),
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
     env_file: Optional[Path] = typer.Option(None, "--env", metavar="FILE", help=ENV_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP),
+    job: Optional[str] = typer.Option(None, "--job", metavar="ID", help=JOB_HELP),
+    since: Optional[float] = typer.Option(None, "--since", metavar="MINUTES", help=SINCE_HELP),
 ) -> None:
     """Chat about a failed run in the terminal; /help lists the commands (piped input works too)."""
+    from rlmedic.tools.cluster.frontdoor import check_options
+
+    check_options(ray_address, job, since)
     use_known_issues(known_issues)
     from rlmedic.agent.session import Session
     from rlmedic.ui.chat import chat_loop
@@ -54,6 +61,10 @@ def chat(
 
         env_versions(env_file)  # a file that is no listing stops here, with one line
         attach = [*attach, str(env_file)]
+    if ray_address is not None:  # the job's logs on every node, kept with the conversation
+        from rlmedic.tools.cluster.frontdoor import cli_folder, session_folder
+
+        attach = [*attach, str(cli_folder(ray_address, job=job, since_minutes=since, into=session_folder(conv)))]
     if attach:
         conv.attach(*attach)
     code = chat_loop(conv)

@@ -51,6 +51,16 @@ def cluster_folder(address: str, *, job: str | None = None, since_minutes: float
             shutil.rmtree(temp, ignore_errors=True)
 
 
+def session_folder(session: object) -> Path | None:
+    """Where a conversation that is kept (``--thread``, chat) keeps the cluster's logs: beside its other
+    files, so a follow-up question still reads them; None for one that is not kept (a temp folder)."""
+    if not getattr(session, "persist", False):
+        return None
+    import time
+
+    return Path(session.files_dir()) / time.strftime("ray-%Y%m%d-%H%M%S")  # type: ignore[attr-defined]
+
+
 def cli_folder(address: str, *, job: str | None = None, since_minutes: float | None = None,
                into: str | os.PathLike[str] | None = None) -> Path:
     """For a CLI command: the synced folder, removed when the process exits (unless ``into`` keeps it)."""
