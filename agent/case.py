@@ -88,6 +88,10 @@ def read_case(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evi
     asked = rules.asked(inq.question)
     framework = framework_in_play(inq.question, evidence)
     roots = [(e.root_finding, e) for e in evidence if e.root_finding is not None]
+    if not roots:
+        # the user's own description of the problem ("RSS grows every step") is the evidence there is:
+        # a warning it matches leads, instead of a card that only shares its words
+        roots = [(f, e) for e in evidence if e.subject == "question" for f in e.findings if f.severity == "warning"][:1]
     root, root_ev = roots[0] if roots else (None, None)
     looked = tuple(e for e in evidence if e.subject in SUBJECTS)
     healthy = bool(looked) and all(e.healthy for e in looked) and root is None

@@ -86,7 +86,7 @@ def failed(inq: Inquiry, case: Case) -> Section:
     label = {"config": "config", "gpus": "GPUs", "checkpoints": "checkpoints"}.get(
         case.root_ev.subject if case.root_ev else "", "log")
     if case.root_ev is not None and case.root_ev.subject == "question":
-        label = "log you pasted"
+        label = "log you pasted" if severity_rank(root.severity) < severity_rank("warning") else "problem you describe"
     lines = [_line(f"From the {label}: {root.summary.rstrip('.')} {{cite}}.", log_citation(root.file, root.line))]
     for f in case.before_root[:2]:
         lines.append(_line(f"  Before it: {f.summary.rstrip('.')} {{cite}}.", log_citation(f.file, f.line)))

@@ -58,6 +58,8 @@ NOT_FROM_SEEDS = {
     "inference-engine-launch-failure", "weight-name-mismatch",
     # metric pathologies read from training curves (the frameworks' metric names and config references)
     "response-length-cap",
+    # host memory that grows until the node runs out (Ray's and Python's memory docs)
+    "host-memory-growth",
 }
 
 GOOD_CARD = """\

@@ -26,7 +26,8 @@ def _questions() -> list[dict]:
 
 
 def _verl_cards():
-    return [c for c in builtin_cards() if "verl" in c.frameworks]
+    """The cards written for verl alone (a card for several frameworks may carry verl fixes too)."""
+    return [c for c in builtin_cards() if tuple(c.frameworks) == ("verl",)]
 
 
 # --- the framework in play ---------------------------------------------------------------
@@ -80,6 +81,13 @@ def test_verl_is_a_framework_and_its_cards_speak_verl() -> None:
             key = fix.key
             # keys exactly as verl spells them: under a verl config root, never an AReaL key or slime flag
             assert not key or VERL_KEY.match(key), f"{card.id}: {key!r} is not a verl config key"
+
+
+def test_every_verl_fix_of_any_card_names_a_verl_key() -> None:
+    fixes = [(c.id, f) for c in builtin_cards() for f in c.fixes if f.framework == "verl"]
+    assert any(tuple(card_by_id(cid).frameworks) != ("verl",) for cid, _ in fixes)  # shared cards are checked too
+    for cid, fix in fixes:
+        assert not fix.key or VERL_KEY.match(fix.key), f"{cid}: {fix.key!r} is not a verl config key"
 
 
 def test_every_verl_card_has_a_question_and_every_question_a_verl_card() -> None:
