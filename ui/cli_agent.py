@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP
+from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP, check_options
 from rlmedic.ui.cli_code import ENV_HELP, SOURCE_HELP
 from rlmedic.ui.cli_knowledge import CHROMA_URL_HELP, KNOWN_ISSUES_HELP, use_chroma_url, use_known_issues
 from rlmedic.ui.params import path as path_param
@@ -49,7 +49,6 @@ def ask(
     since: Optional[float] = typer.Option(None, "--since", metavar="MINUTES", help=SINCE_HELP),
 ) -> None:
     """Ask a troubleshooting question; attached files are investigated with rlmedic's tools."""
-    from rlmedic.tools.cluster.frontdoor import check_options
     from rlmedic.ui.cli_code import env_versions
 
     check_options(ray_address, job, since)

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP
+from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP, check_options
 from rlmedic.ui.cli_code import ENV_HELP
 from rlmedic.ui.cli_knowledge import KNOWN_ISSUES_HELP, use_known_issues
 from rlmedic.ui.params import path as path_param
@@ -45,8 +45,6 @@ def chat(
     since: Optional[float] = typer.Option(None, "--since", metavar="MINUTES", help=SINCE_HELP),
 ) -> None:
     """Chat about a failed run in the terminal; /help lists the commands (piped input works too)."""
-    from rlmedic.tools.cluster.frontdoor import check_options
-
     check_options(ray_address, job, since)
     use_known_issues(known_issues)
     from rlmedic.agent.session import Session

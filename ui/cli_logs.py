@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 
 from rlmedic.ui.cli_code import ENV_HELP, SOURCE_HELP
-from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP
+from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP, check_options
 from rlmedic.ui.params import path as path_param
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Find the root cause in AReaL / slime training logs, with its line and the fix."""
         from rlmedic.errors import UserError
-        from rlmedic.tools.cluster.frontdoor import check_options, cli_folder
+        from rlmedic.tools.cluster.frontdoor import cli_folder
         from rlmedic.types import severity_rank
         from rlmedic.ui.clikit import print_json
         from rlmedic.ui.cli_code import code_for_diagnosis, env_versions, upstream_for_diagnosis

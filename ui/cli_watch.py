@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 import typer
 
 from rlmedic.errors import UserError
+from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP, check_options
 
 
 def register(app: typer.Typer) -> None:
@@ -74,7 +75,7 @@ def choose_sink(slack_channel: str | None, webhook: str | None) -> tuple[str, Ca
 
 
 def watch(
-    paths: list[Path] = typer.Argument(..., metavar="PATH", help="Log files or folders of rank logs to follow; W&B run or wandb/ folders, TensorBoard log folders."),
+    paths: Optional[list[Path]] = typer.Argument(None, metavar="PATH", help="Log files or folders of rank logs to follow; W&B run or wandb/ folders, TensorBoard log folders."),
     slack_channel: Optional[str] = typer.Option(None, "--slack-channel", help="Post alerts to this channel (needs SLACK_BOT_TOKEN)."),
     webhook: Optional[str] = typer.Option(None, "--webhook", help="POST alerts as JSON to this URL (a Slack incoming webhook works)."),
     interval: float = typer.Option(10.0, "--interval", min=0.05, help="Seconds between looks at the logs."),
@@ -83,12 +84,25 @@ def watch(
     checkpoints: Optional[Path] = typer.Option(None, "--checkpoints", help="The run's checkpoint root: alerts include the recovery plan."),
     from_end: bool = typer.Option(False, "--from-end", help="Ignore what the logs hold now; watch only new lines."),
     once: bool = typer.Option(False, "--once", help="Look once, report, and exit (exit 1 when it alerted, as diagnose --fail-on)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP + " Synced every --interval."),
+    job: Optional[str] = typer.Option(None, "--job", metavar="ID", help=JOB_HELP),
+    since: Optional[float] = typer.Option(None, "--since", metavar="MINUTES", help=SINCE_HELP),
 ) -> None:
     """Follow live logs and alert once per incident.
 
     Failures, stalls, the zero-reward circuit breaker, NaN loss and gradient-norm spikes go to
     Slack, a webhook or stdout.
     """
+    check_options(ray_address, job, since)
+    if ray_address is not None:  # the job's logs on every node, re-synced every interval, followed as a folder
+        from rlmedic.tools.cluster.frontdoor import live_folder
+
+        with live_folder(ray_address, job=job, since_minutes=since, interval=None if once else interval) as folder:
+            return watch([*(paths or []), folder], slack_channel=slack_channel, webhook=webhook, interval=interval,
+                         stall_minutes=stall_minutes, zero_reward_steps=zero_reward_steps, checkpoints=checkpoints,
+                         from_end=from_end, once=once, ray_address=None, job=None, since=None)
+    if not paths:
+        raise UserError("give a log PATH to follow or --ray-address ADDR")
     from rlmedic.tools.logs.watch import WatchOptions, Watcher
 
     if checkpoints is not None and not checkpoints.exists():

@@ -20,11 +20,7 @@ from pathlib import Path
 from rlmedic.errors import UserError
 from rlmedic.notices import notice
 from rlmedic.tools.cluster.mirror import Limits, SyncResult, collect
-
-
-def check_options(ray_address: str | None, job: str | None, since: float | None) -> None:
-    if ray_address is None and (job is not None or since is not None):
-        raise UserError("--job and --since go with --ray-address ADDR")
+from rlmedic.tools.cluster.options import check_options  # noqa: F401 - the front doors' one import
 
 
 def announce(result: SyncResult) -> None:
@@ -68,3 +64,42 @@ def cli_folder(address: str, *, job: str | None = None, since_minutes: float | N
     result = manager.__enter__()
     atexit.register(manager.__exit__, None, None, None)
     return result.folder
+
+
+@contextmanager
+def live_folder(address: str, *, job: str | None = None, since_minutes: float | None = None,
+                interval: float | None = None) -> Iterator[Path]:
+    """For ``watch``: the folder synced once now, then every ``interval`` seconds in a thread (None: once),
+    new lines appended at each file's end so the follower sees them as a live log grows. A failed re-sync
+    (the dashboard restarting) is one line on stderr and the next one tries again."""
+    import threading
+
+    from rlmedic.tools.cluster.mirror import Mirror
+
+    temp = tempfile.mkdtemp(prefix="rlmedic-ray-")
+    stop = threading.Event()
+    thread = None
+    try:
+        mirror = Mirror(address, folder=temp, job=job, since_minutes=since_minutes)
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    try:
+        announce(mirror.sync())
+        if interval:
+            def again() -> None:
+                while not stop.wait(interval):
+                    try:
+                        mirror.sync()
+                    except UserError as exc:
+                        notice(f"the cluster did not answer this time ({exc})")
+
+            thread = threading.Thread(target=again, name="rlmedic-ray-sync", daemon=True)
+            thread.start()
+        yield Path(temp)
+    finally:
+        stop.set()
+        if thread is not None:
+            thread.join(timeout=30)
+        mirror.close()
+        shutil.rmtree(temp, ignore_errors=True)
