@@ -25,7 +25,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from runs_data import PATHOLOGIES, curves  # noqa: E402
+from runs_data import LOGGED_BY, PATHOLOGIES, curves  # noqa: E402
 
 from rlmedic.tools.runs.curves import Run, make_curve  # noqa: E402
 from rlmedic.tools.runs.detectors import detect  # noqa: E402
@@ -40,7 +40,8 @@ def held_out(pathology: str, i: int) -> tuple[Run, int]:
     steps = int(rng.integers(120, 2001))
     onset = int(steps * rng.uniform(0.3, 0.85))
     noise = float(rng.uniform(0.5, 2.5))
-    fw = FRAMEWORKS[i % 3]
+    logged = LOGGED_BY.get(pathology, FRAMEWORKS)  # slime logs no staleness
+    fw = logged[i % len(logged)]
     series, onset = curves(pathology, fw, steps=steps, seed=10_000 + i, onset=onset if pathology != "healthy" else None,
                            noise=noise)
     run = Run(path=f"{pathology}-{i}", source="jsonl", name=f"{pathology}-{i}")

@@ -26,6 +26,7 @@ KEYS: dict[str, dict[str, str]] = {
         "response_length_max": "response_length/max", "truncation_ratio": "response_length/clip_ratio",
         "grad_norm": "actor/grad_norm", "loss": "actor/pg_loss", "logprob_diff": "training/rollout_probs_diff_mean",
         "throughput": "perf/throughput", "step_time": "timing_s/step",
+        "staleness": "training/off_policy/trajectory_staleness/mean",
     },
     "slime": {
         "reward": "rollout/raw_reward", "val_score": "eval/gsm8k", "entropy": "train/entropy_loss",
@@ -40,7 +41,7 @@ KEYS: dict[str, dict[str, str]] = {
         "response_length": "ppo_actor/seq_len/avg", "truncation_ratio": "ppo_actor/no_eos_ratios/avg",
         "grad_norm": "ppo_actor/update/grad_norm", "loss": "ppo_actor/update/actor_loss/avg",
         "logprob_diff": "ppo_actor/update/behave_approx_kl/avg", "throughput": "perf/throughput",
-        "step_time": "timeperf/train_step",
+        "step_time": "timeperf/train_step", "staleness": "ppo_actor/update/version_stats/sample_staleness_theta_avg",
     },
 }
 #: the detector rule each pathology should fire first (its root)
@@ -48,8 +49,10 @@ PATHOLOGIES = {
     "entropy_collapse": "entropy-collapse", "kl_blowup": "kl-blowup", "length_cap": "length-cap",
     "zero_reward": "zero-reward", "flat_reward": "flat-reward", "reward_val_divergence": "reward-val-divergence",
     "grad_spike": "grad-norm-spike", "nan": "nonfinite", "logprob_mismatch": "logprob-mismatch",
-    "throughput_drop": "throughput-drop", "step_time_rise": "step-time-rise",
+    "throughput_drop": "throughput-drop", "step_time_rise": "step-time-rise", "stale_samples": "stale-samples",
 }
+#: frameworks that log a pathology's metric (slime logs no staleness)
+LOGGED_BY = {"stale_samples": ("verl", "areal")}
 CAP = 1024
 VAL_EVERY = 10
 
@@ -111,13 +114,20 @@ def curves(pathology: str, framework: str = "verl", *, steps: int = 200, seed: i
         thr = np.where(after, 350 + jitter(20), thr)
     elif pathology == "step_time_rise":
         step_time = np.where(after, 95 + jitter(3), step_time)
-    elif pathology != "healthy":
+    # staleness (versions behind) from its own generator: the other curves stay as they were before it was added
+    srng = np.random.default_rng(seed + 7_000_003)
+    staleness = np.clip(1.5 + srng.normal(0, 0.3 * noise, n), 0, None)
+    if pathology == "stale_samples":
+        staleness = np.where(after, 14 + np.abs(srng.normal(0, 1.5 * noise, n)), staleness)
+    elif pathology not in ("healthy", "entropy_collapse", "kl_blowup", "length_cap", "zero_reward", "flat_reward",
+                           "reward_val_divergence", "grad_spike", "nan", "logprob_mismatch", "throughput_drop",
+                           "step_time_rise"):
         raise ValueError(pathology)
 
     keys = KEYS[framework]
     values = {"reward": reward, "entropy": entropy, "kl": kl, "clip_fraction": clipfrac, "truncation_ratio": truncation,
               "response_length": length, "response_length_max": longest, "grad_norm": grad, "loss": loss,
-              "logprob_diff": lpdiff, "throughput": thr, "step_time": step_time}
+              "logprob_diff": lpdiff, "throughput": thr, "step_time": step_time, "staleness": staleness}
     out: dict[str, tuple[list[int], list[float]]] = {}
     for concept, arr in values.items():
         if concept in keys:

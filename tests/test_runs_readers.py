@@ -31,7 +31,7 @@ needs_tb = pytest.mark.skipif(not HAVE_TB, reason="the tensorboard extra is not 
 
 #: (pathology, framework, onset, crash) of the W&B runs one child process writes for this module
 WANDB_RUNS = [("length_cap", "verl", 140, False), ("entropy_collapse", "slime", 90, False),
-              ("kl_blowup", "areal", 80, True)]
+              ("stale_samples", "verl", 100, False), ("kl_blowup", "areal", 80, True)]  # the crash last: it ends the writer
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +122,43 @@ def test_all_runs_of_a_wandb_folder(wandb_runs, tmp_path: Path) -> None:
 
 
 @needs_wandb
+def test_stale_samples_on_a_wandb_run_names_the_metric_step_and_the_cited_fix(wandb_runs) -> None:
+    folder, onset = wandb_runs["stale_samples-verl"]
+    d = diagnose_runs([folder])
+    hit = next(f for f in d.findings if f.id == "stale-samples")
+    assert hit.evidence["metric"] == "training/off_policy/trajectory_staleness/mean" and hit.evidence["step"] == onset
+    assert f"from step {onset}" in hit.summary and hit.severity == "warning"
+    fix = hit.fixes[0]
+    assert fix.key == "async_training.staleness_threshold" and fix.citations[0].ref.startswith("verl docs/advance/fully_async")
+    assert d.stats["frameworks"] == ["verl"]
+
+
+@needs_wandb
+def test_a_zip_of_several_runs_is_read_whole(wandb_runs, tmp_path: Path) -> None:
+    """What the web app and Slack get: a zip of a wandb/ folder with two runs. Both are read (a zip is what
+    its sender picked; there is no --all to pass), each finding labelled with its run."""
+    import shutil
+    import zipfile
+
+    root = tmp_path / "wandb"
+    for name in ("length_cap-verl", "entropy_collapse-slime"):
+        folder, _ = wandb_runs[name]
+        shutil.copytree(folder, root / folder.name)
+    archive = tmp_path / "runs.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for f in root.rglob("*"):
+            if f.is_file():
+                zf.write(f, f.relative_to(tmp_path).as_posix())
+    d = diagnose_runs([archive])
+    assert len(d.stats["runs"]) == 2 and {r["framework"] for r in d.stats["runs"]} == {"verl", "slime"}
+    ids = {f.id: f for f in d.findings}
+    assert {"length-cap", "entropy-collapse"} <= set(ids)
+    assert ids["length-cap"].summary.startswith("length_cap-verl: ")  # the run's name
+    assert all(r["path"].startswith(str(archive) + ":") for r in d.stats["runs"])
+    assert not list(tmp_path.glob("rlmedic-runs-*"))
+
+
+@needs_wandb
 def test_a_torn_transaction_log_is_read_up_to_its_last_whole_record(wandb_runs, tmp_path: Path) -> None:
     folder, _ = wandb_runs["length_cap-verl"]
     log = next(folder.glob("run-*.wandb"))
@@ -158,7 +195,7 @@ def test_diagnose_names_pathology_metric_and_first_step_on_tensorboard(tmp_path:
 @needs_tb
 @pytest.mark.parametrize("pathology,framework", [
     ("flat_reward", "areal"), ("reward_val_divergence", "slime"), ("nan", "verl"), ("grad_spike", "areal"),
-    ("kl_blowup", "slime"), ("step_time_rise", "verl"), ("entropy_collapse", "areal"),
+    ("kl_blowup", "slime"), ("step_time_rise", "verl"), ("entropy_collapse", "areal"), ("stale_samples", "areal"),
 ])
 def test_every_rule_on_tensorboard_runs_written_by_the_real_writer(tmp_path: Path, pathology, framework) -> None:
     from runs_data import PATHOLOGIES

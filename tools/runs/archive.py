@@ -28,7 +28,7 @@ RUN_MARKERS = (".wandb", "events.out.tfevents.", "wandb-summary.json", "output.l
 
 
 def holds_runs(path: Path, confinement: Any = None) -> bool:
-    """Whether ``path`` is a zip whose member names show a W&B or TensorBoard run."""
+    """Whether ``path`` is a zip whose member names show a W&B or TensorBoard run (or TensorBoard CSV downloads)."""
     if not path.name.lower().endswith(".zip"):
         return False
     try:
@@ -37,8 +37,10 @@ def holds_runs(path: Path, confinement: Any = None) -> bool:
                 names = zf.namelist()[:MAX_MEMBERS]
     except (zipfile.BadZipFile, OSError, UserError, ValueError):
         return False
+    from rlmedic.tools.runs.locate import TB_EXPORT_NAME
+
     return any(PurePosixPath(n).name.endswith(RUN_MARKERS[0]) or PurePosixPath(n).name.startswith(RUN_MARKERS[1])
-               for n in names)
+               or TB_EXPORT_NAME.match(PurePosixPath(n).name) for n in names)
 
 
 @contextmanager

@@ -36,17 +36,30 @@ def load_run(kind: str, path: Path, confinement: Any = None) -> Run:
     from rlmedic.tools.runs import dumps, tensorboard, wandb
 
     vocab = builtin_vocabulary()
-    if kind == "wandb-run":
+
+    def select(keys: list[str]) -> set[str]:
         # only the numbers the checks read are parsed (most of a long run's cost); every key is still listed
-        run = wandb.read_run(path, confinement, select=lambda keys: set(vocab.assign(keys, vocab.framework_of(keys)).values()))
+        return set(vocab.assign(keys, vocab.framework_of(keys)).values())
+
+    if kind == "wandb-run":
+        run = wandb.read_run(path, confinement, select=select)
     elif kind == "tensorboard":
         run = tensorboard.read_logdir(path, confinement)
     elif kind == "dump":
-        run = dumps.read_dump(path, vocab.step_keys, confinement)
+        run = dumps.read_dump(path, vocab.step_keys, confinement,
+                              keep=None if dumps.TB_EXPORT_NAME.match(path.name) else vocab.known)
+    elif kind == "tb-csv":
+        run = dumps.read_tb_exports(path, vocab.step_keys, confinement)
     else:
         raise UserError(f"{path}: not a W&B run, TensorBoard log folder or metric dump")
     for k in vocab.step_keys:
         run.curves.pop(k, None)
+    if kind == "tb-csv" or (kind == "dump" and dumps.TB_EXPORT_NAME.match(path.name)):
+        # a TensorBoard CSV download's tag comes from its file name, where "/" became "_"
+        run.curves = {vocab.export_key(k): c for k, c in run.curves.items()}
+        for c in run.curves.values():
+            c.key = vocab.export_key(c.key)
+        run.keys = [vocab.export_key(k) for k in run.keys]
     run.framework = vocab.framework_of(run.keys or list(run.curves))
     return run
 
@@ -226,7 +239,8 @@ def _diagnose_runs(paths: list[Any], confinement: Any, all_runs: bool, now: floa
             kind = run_kind(path)
             if kind is None or kind == "zip":
                 raise UserError(f"{raw}: no W&B or TensorBoard run in this archive")
-        found = expand(kind, path, all_runs)
+        # a zip holds the runs its sender picked (the web app and Slack take no --all): every one is read
+        found = expand(kind, path, all_runs or str(raw) in shown_as.values())
         if not found:
             raise UserError(f"{raw}: no runs in this folder")
         targets += found

@@ -11,11 +11,12 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rlmedic.tools.runs.curves import Run, make_curve, median_interval, read_file_bytes
 
 from rlmedic.tools.runs.locate import DUMP_SUFFIXES as SUFFIXES  # noqa: E402 - one list of dump suffixes
+from rlmedic.tools.runs.locate import TB_EXPORT_NAME  # noqa: E402
 _WALL_KEYS = ("_timestamp", "timestamp", "wall_time", "time")
 
 
@@ -66,57 +67,125 @@ def _flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def read_dump(path: Path, step_keys: tuple[str, ...], confinement: Any = None) -> Run:
-    """A dump as a :class:`Run`. Rows with the same keys are turned into columns at once (``zip``), so
-    the cost is about ``json.loads`` of each line; numbers become float arrays, anything else is skipped."""
+#: Rows grouped and turned into columns at a time (their dicts are then dropped: memory stays bounded)
+CHUNK_ROWS = 20_000
+
+
+def read_dump(path: Path, step_keys: tuple[str, ...], confinement: Any = None,
+              keep: Callable[[str], bool] | None = None) -> Run:
+    """A dump as a :class:`Run`. Rows with the same keys are grouped, and the columns ``keep`` accepts
+    (the keys the checks may read; None: all) become float arrays, a group's columns in one ``numpy``
+    call, :data:`CHUNK_ROWS` rows at a time. Lines are parsed with ``orjson`` where it is installed
+    (gradio brings it; ~7x ``json.loads``), a line it refuses (NaN, Infinity: Python's ``json``
+    writes them) with ``json``."""
+    import gc
+
     import numpy as np
 
     data = read_file_bytes(path, confinement)
-    text = data.decode("utf-8", "replace")
     is_csv = path.name.lower().endswith(".csv")
-    groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}
-    order: dict[tuple[str, ...], list[int]] = {}
-    for n, row in enumerate(_csv_rows(text) if is_csv else _jsonl_rows(text), 1):
-        keys = tuple(row)
-        rows = groups.get(keys)
-        if rows is None:
-            rows = groups[keys] = []
-            order[keys] = []
-        rows.append(tuple(row.values()))
-        order[keys].append(n)
+    rows = _csv_rows(data.decode("utf-8", "replace"), path) if is_csv else _jsonl_rows(data)
     pieces: dict[str, tuple[list[Any], list[Any]]] = {}
     walls: list[Any] = []
-    for keys, rows in groups.items():
-        cols = list(zip(*rows))
-        numbered = np.asarray(order[keys], dtype=np.float64)
-        steps = numbered
-        named = dict(zip(keys, cols))
-        for k in step_keys:
-            col = _numeric(named.get(k))
-            if col is not None:
-                steps = np.where(np.isfinite(col), col, numbered)
-                break
-        for k in _WALL_KEYS:
-            col = _numeric(named.get(k))
-            if col is not None and np.nanmax(col) > 1e9:
-                walls.append(col[np.isfinite(col)])
-                break
-        for key, col in named.items():
-            if key in step_keys or key in _WALL_KEYS or key.startswith("_"):
-                continue
-            values = _numeric(col)
-            if values is None:
-                continue
-            entry = pieces.setdefault(key, ([], []))
-            entry[0].append(steps)
-            entry[1].append(values)
+    every: set[str] = set()
+    kept: dict[str, bool] = {}
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    order: dict[tuple[str, ...], list[int]] = {}
+    nulls: dict[str, list[Any]] = {}
+
+    def flush() -> None:
+        for keys, group in groups.items():
+            for k in keys:
+                if k not in kept:
+                    plain = k not in step_keys and k not in _WALL_KEYS and not k.startswith("_")
+                    if plain:
+                        every.add(k)
+                    kept[k] = plain and (keep is None or keep(k))
+            _take(group, keys, order[keys], kept, step_keys, pieces, walls, nulls)
+        groups.clear()
+        order.clear()
+
+    enabled = gc.isenabled()
+    gc.disable()  # the row dicts hold no cycles: the collector's passes over them were a tenth of the read
+    try:
+        for n, row in enumerate(rows, 1):
+            keys = tuple(row)
+            group = groups.get(keys)
+            if group is None:
+                group = groups[keys] = []
+                order[keys] = []
+            group.append(row)
+            order[keys].append(n)
+            if not n % CHUNK_ROWS:
+                flush()
+        flush()
+    finally:
+        if enabled:
+            gc.enable()
+    for key, parts in nulls.items():
+        if key in pieces:
+            pieces[key][0].extend(parts)
+            pieces[key][1].extend(np.full(len(p), np.nan) for p in parts)
     run = Run(path=str(path), source="csv" if is_csv else "jsonl", name=path.stem)
+    run.keys = sorted(every)
     run.curves = {k: make_curve(k, np.concatenate(s), np.concatenate(v)) for k, (s, v) in pieces.items()}
     all_walls = np.concatenate(walls) if walls else np.zeros(0)
     run.last_wall = float(all_walls.max()) if len(all_walls) else None
     run.step_interval = median_interval(all_walls[-10_000:]) if len(all_walls) else None
     run.files_mtime = os.stat(path).st_mtime
     return run
+
+
+def _take(group: list[dict[str, Any]], keys: tuple[str, ...], numbers: list[int], kept: dict[str, bool],
+          step_keys: tuple[str, ...], pieces: dict[str, tuple[list[Any], list[Any]]], walls: list[Any],
+          nulls: dict[str, list[Any]]) -> None:
+    """One group's (rows sharing their keys) kept columns appended to ``pieces``, its wall times to ``walls``."""
+    import numpy as np
+
+    numbered = np.asarray(numbers, dtype=np.float64)
+    steps = numbered
+    first = group[0]
+    step_key = next((k for k in step_keys if _is_number(first.get(k))), None)
+    wall_key = next((k for k in _WALL_KEYS if _is_number(first.get(k))), None)
+    names = [k for k in keys if kept[k] and (_is_number(first[k]) or first[k] is None)]
+    cols = _columns(group, [k for k in (step_key, wall_key) if k] + names)
+    if step_key:
+        col = cols.pop(step_key)
+        if col is not None:
+            steps = np.where(np.isfinite(col), col, numbered)
+    if wall_key:
+        col = cols.pop(wall_key)
+        if col is not None and np.nanmax(col) > 1e9:
+            walls.append(col[np.isfinite(col)])
+    for key, values in cols.items():
+        if first[key] is None and all(r[key] is None for r in group):
+            nulls.setdefault(key, []).append(steps)  # only nulls here: NaN if the key is a number elsewhere
+            continue
+        if values is None:
+            continue
+        entry = pieces.setdefault(key, ([], []))
+        entry[0].append(steps)
+        entry[1].append(values)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _columns(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """The named columns of rows that share their keys as float arrays (None for a column holding text):
+    all at once when every cell is a number or null, else column by column."""
+    import numpy as np
+    from operator import itemgetter
+
+    if not names:
+        return {}
+    try:
+        mat = np.array(list(map(itemgetter(*names), rows)), dtype=np.float64).reshape(len(rows), len(names))
+        return {k: mat[:, i].copy() for i, k in enumerate(names)}
+    except (TypeError, ValueError):
+        pass
+    return {k: _numeric([r[k] for r in rows]) for k in names}
 
 
 def _numeric(col: Any) -> Any:
@@ -134,19 +203,30 @@ def _numeric(col: Any) -> Any:
         return None
 
 
-def _jsonl_rows(text: str) -> Any:
-    loads = json.loads
-    for line in text.splitlines():
-        if not line.startswith("{"):
+def _fast_loads() -> Callable[[bytes], Any]:
+    try:
+        from orjson import loads
+    except ImportError:
+        return json.loads
+    return loads  # type: ignore[no-any-return]
+
+
+def _jsonl_rows(data: bytes) -> Any:
+    fast, loads = _fast_loads(), json.loads
+    for line in data.splitlines():
+        if not line.startswith(b"{"):
             line = line.strip()
-            if not line.startswith("{"):
+            if not line.startswith(b"{"):
                 continue
         try:
-            obj = loads(line)
+            obj = fast(line)
         except ValueError:
-            continue  # a torn last line (the run is still writing) or a stray log line
+            try:
+                obj = loads(line)  # NaN / Infinity, which orjson refuses
+            except ValueError:
+                continue  # a torn last line (the run is still writing) or a stray log line
         if isinstance(obj, dict):  # a nested object shows as a second brace in the line (cheaper than a scan of values)
-            yield _flatten(obj) if line.find("{", 1) != -1 else obj
+            yield _flatten(obj) if line.find(b"{", 1) != -1 else obj
 
 
 #: W&B's "Export CSV" of a chart: ``Step``, ``<run name> - <key>``, ``<run name> - <key>__MIN`` / ``__MAX``
@@ -164,14 +244,61 @@ def _export_column(name: str) -> str:
     return f"_{m.group(1)}{m.group(2)}" if m.group(2) else m.group(1)
 
 
-def _csv_rows(text: str) -> Any:
+#: The CSV TensorBoard's scalars dashboard downloads, one tag per file: ``run-<run>-tag-<tag>.csv``
+#: (the tag's ``/`` written ``_``), columns ``Wall time,Step,Value``
+TB_EXPORT_HEADER = ["Wall time", "Step", "Value"]
+
+
+def tb_export_tag(path: Path) -> tuple[str, str]:
+    """(run, tag) of a TensorBoard CSV download's file name; the tag still has ``_`` for ``/``
+    (:meth:`~rlmedic.tools.runs.vocabulary.Vocabulary.export_key` restores it)."""
+    m = TB_EXPORT_NAME.match(path.name)
+    return (m.group(1), m.group(2)) if m else ("", path.stem)
+
+
+def export_files(folder: Path) -> list[Path]:
+    """The TensorBoard CSV downloads directly in ``folder`` (by their names)."""
+    try:
+        return sorted(p for p in folder.iterdir() if TB_EXPORT_NAME.match(p.name) and p.is_file())
+    except OSError:
+        return []
+
+
+def read_tb_exports(folder: Path, step_keys: tuple[str, ...], confinement: Any = None,
+                    select: Callable[[list[str]], set[str]] | None = None) -> Run:
+    """A folder of one run's TensorBoard CSV downloads (one file per tag) as one :class:`Run`."""
+    from rlmedic.errors import UserError
+
+    files = export_files(folder)
+    runs = {tb_export_tag(f)[0] for f in files}
+    if len(runs) > 1:
+        raise UserError(f"{folder}: TensorBoard CSV downloads of {len(runs)} runs ({', '.join(sorted(runs)[:3])}...) "
+                        "in one folder; put each run's files in a folder of its own")
+    run = Run(path=str(folder), source="tensorboard-csv", name=next(iter(runs), "") or folder.name)
+    walls, mtimes = [], []
+    for f in files:
+        one = read_dump(f, step_keys, confinement)
+        run.curves.update(one.curves)
+        run.keys += one.keys
+        walls += [w for w in (one.last_wall,) if w is not None]
+        mtimes.append(one.files_mtime or 0.0)
+        run.step_interval = run.step_interval or one.step_interval
+    run.last_wall = max(walls) if walls else None
+    run.files_mtime = max(mtimes) if mtimes else None
+    return run
+
+
+def _csv_rows(text: str, path: Path) -> Any:
     import csv
 
     reader = csv.reader(text.splitlines())
     header = next(reader, None)
     if not header:
         return
-    header = [_export_column(h) for h in header]
+    if [h.lstrip("\ufeff").strip() for h in header] == TB_EXPORT_HEADER:
+        header = ["wall_time", "step", tb_export_tag(path)[1]]
+    else:
+        header = [_export_column(h) for h in header]
     for cells in reader:
         row: dict[str, Any] = {}
         for key, cell in zip(header, cells):

@@ -17,6 +17,8 @@ from rlmedic.errors import UserError
 EVENT_GLOB = "events.out.tfevents."
 RUN_DIR = re.compile(r"^(?:offline-)?run-\d{8}_\d{6}-\w+$")
 DUMP_SUFFIXES = (".jsonl", ".csv", ".ndjson")
+#: the CSV TensorBoard's dashboard downloads for one tag: ``run-<run>-tag-<tag>.csv`` (``Wall time,Step,Value``)
+TB_EXPORT_NAME = re.compile(r"^run-(.*)-tag-(.+)\.csv$", re.IGNORECASE)
 #: How deep below a folder TensorBoard event files are looked for (verl: tensorboard_log/<project>/<experiment>/)
 TB_DEPTH = 3
 
@@ -71,7 +73,8 @@ def event_dirs(root: Path, depth: int = TB_DEPTH) -> list[Path]:
 
 
 def run_kind(path: Path, head: bytes | None = None) -> str | None:
-    """``wandb-root``, ``wandb-run``, ``tensorboard``, ``dump`` or None (a log or anything else)."""
+    """``wandb-root``, ``wandb-run``, ``tensorboard``, ``tb-csv`` (a folder of TensorBoard CSV downloads),
+    ``dump``, ``zip`` or None (a log or anything else)."""
     try:
         if path.is_dir():
             if is_wandb_root(path):
@@ -81,6 +84,8 @@ def run_kind(path: Path, head: bytes | None = None) -> str | None:
             if is_logdir(path):
                 return "tensorboard"
             names = [p.name for p in list(path.iterdir())[:500]]
+            if any(TB_EXPORT_NAME.match(n) for n in names):
+                return "tb-csv"
             if any(n.endswith((".log", ".txt", ".out", ".err", ".gz")) for n in names):
                 return None  # a folder of logs (a TensorBoard folder inside it is not what was meant)
             if "wandb" in names and is_wandb_root(path / "wandb"):

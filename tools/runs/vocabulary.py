@@ -35,10 +35,46 @@ class Vocabulary:
         self.step_keys: tuple[str, ...] = tuple(data["step_keys"])
         self.concepts: dict[str, Concept] = {}
         for name, spec in data["concepts"].items():
-            pats = {fw: tuple(re.compile(p) for p in entry["patterns"]) for fw, entry in spec["keys"].items()}
+            pats = {fw: tuple(re.compile(p) for p in entry["patterns"]) for fw, entry in spec["keys"].items()
+                    if "absent" not in entry}
             self.concepts[name] = Concept(name, spec["label"], spec["direction"], pats,
                                           {fw: entry.get("source", "") for fw, entry in spec["keys"].items()})
         self.framework_rules = {fw: tuple(re.compile(p) for p in pats) for fw, pats in data["frameworks"].items()}
+
+    @functools.cached_property
+    def _known(self) -> tuple[re.Pattern[str], ...]:
+        """Key patterns as one regex each, most telling first: the frameworks' concept keys, the keys only one
+        framework writes, the generic concept keys (:meth:`export_key`)."""
+        specific = [rx.pattern for c in self.concepts.values() for fw, rxs in c.patterns.items() if fw != "generic"
+                    for rx in rxs]
+        owned = [rx.pattern for rxs in self.framework_rules.values() for rx in rxs]
+        generic = [rx.pattern for c in self.concepts.values() for rx in c.patterns.get("generic", ())]
+        return tuple(re.compile("|".join(f"(?:{p})" for p in pats)) for pats in (specific, owned, generic))
+
+    @functools.cached_property
+    def _concept_keys(self) -> re.Pattern[str]:
+        return re.compile("|".join(f"(?:{rx.pattern})" for c in self.concepts.values() for rxs in c.patterns.values()
+                                   for rx in rxs))
+
+    def known(self, key: str) -> bool:
+        """Whether any concept may read ``key`` (a reader parses only such columns: what the checks can use)."""
+        return self._concept_keys.fullmatch(key) is not None
+
+    def export_key(self, name: str) -> str:
+        """A key whose ``/`` a file name turned into ``_`` (TensorBoard's CSV download: ``actor_entropy``),
+        restored where a ``/`` makes a key the vocabulary knows (``actor/entropy``); else ``name``."""
+        parts = name.split("_")
+        if "/" in name or len(parts) < 2 or len(parts) > 8:
+            return name
+        best: tuple[int, str] | None = None
+        for mask in range(1 << (len(parts) - 1)):
+            cand = parts[0] + "".join(("/" if mask >> i & 1 else "_") + p for i, p in enumerate(parts[1:]))
+            rank = next((r for r, rx in enumerate(self._known) if rx.fullmatch(cand)), None)
+            if rank is not None and (best is None or rank < best[0]):
+                best = (rank, cand)
+                if rank == 0:
+                    break
+        return best[1] if best else name
 
     def framework_of(self, keys: list[str]) -> str:
         """The framework whose own key names the run carries most of ("" when none)."""
@@ -87,8 +123,10 @@ def validate(data: Any) -> None:
         for fw, entry in keys.items():
             if fw not in (*FRAMEWORKS, "generic"):
                 raise UserError(f"{where}: unknown framework {fw!r}")
+            if isinstance(entry, dict) and fw != "generic" and set(entry) == {"absent"} and entry["absent"]:
+                continue  # the framework logs no such key, and the entry says why
             if not isinstance(entry, dict) or not entry.get("patterns"):
-                raise UserError(f"{where}/{fw}: needs patterns")
+                raise UserError(f"{where}/{fw}: needs patterns (or 'absent' with the reason)")
             if fw != "generic" and not entry.get("source"):
                 raise UserError(f"{where}/{fw}: needs the upstream source of its key names")
             for p in entry["patterns"]:
