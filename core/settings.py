@@ -94,3 +94,9 @@ def chroma_url() -> str:
     the index dir. The manifest and the BM25 index stay in the index dir either way.
     """
     return os.environ.get("RLMEDIC_CHROMA_URL", "").strip()
+
+
+def ray_address(override: str | None = None) -> str | None:
+    """The Ray cluster the web app and the Slack bot read logs from (``--ray-address`` >
+    ``RLMEDIC_RAY_ADDRESS``); None: no cluster, only uploaded files."""
+    return override or os.environ.get("RLMEDIC_RAY_ADDRESS") or None

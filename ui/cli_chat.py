@@ -93,6 +93,8 @@ def web(
     api_key: Optional[str] = typer.Option(None, "--api-key", help="API key (default: $RLMEDIC_API_KEY)."),
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: the data dir)."),
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP + " Re-read for each question (default: $RLMEDIC_RAY_ADDRESS)."),
+    job: Optional[str] = typer.Option(None, "--job", metavar="ID", help=JOB_HELP),
 ) -> None:
     """Serve the chat as a web page (Gradio): upload logs and configs, see the diagnosis, diff, GPUs and sources."""
     use_known_issues(known_issues)
@@ -108,8 +110,16 @@ def web(
         credentials = (user, password)
     from rlmedic.ui.cli_knowledge import existing_index_dir
 
+    from rlmedic.settings import ray_address as configured_ray_address
+
+    ray_address = configured_ray_address(ray_address)
+    check_options(ray_address, job, None)
+    if ray_address:  # a wrong address stops here, with one line, not at the first question
+        from rlmedic.tools.cluster.address import resolve
+
+        resolve(ray_address)
     settings = WebSettings(offline=offline, config=_config(offline, base_url, model, api_key), index_dir=existing_index_dir(index_dir),
-                           max_upload_mb=max_upload_mb)
+                           max_upload_mb=max_upload_mb, ray_address=ray_address, ray_job=job)
     launch(settings, host=host, port=port, auth=credentials, block=True)
     import sys
     import threading

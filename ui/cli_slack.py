@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from rlmedic.tools.cluster.options import RAY_ADDRESS_HELP
 from rlmedic.ui.cli_knowledge import KNOWN_ISSUES_HELP, use_known_issues
 from rlmedic.ui.params import path as path_param
 
@@ -33,6 +34,7 @@ def slack(
     index_dir: Optional[Path] = typer.Option(None, "--index-dir", help="Index directory (default: $RLMEDIC_HOME/index)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log each event handled or ignored."),
     known_issues: list[Path] = typer.Option([], "--known-issues", metavar="DIR", parser=path_param, help=KNOWN_ISSUES_HELP),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="ADDR", help=RAY_ADDRESS_HELP + " Re-read for each question (default: $RLMEDIC_RAY_ADDRESS)."),
 ) -> None:
     """Answer @mentions and DMs in Slack threads.
 
@@ -48,8 +50,12 @@ def slack(
     settings = SlackSettings.from_env(
         allowed_channels=frozenset(allow_channel), allowed_users=frozenset(allow_user),
         rate_per_minute=rate_per_minute, max_file_bytes=int(max_file_mb * 2**20), offline=offline or None,
-        index_dir=str(index_dir) if index_dir else None,
+        index_dir=str(index_dir) if index_dir else None, ray_address=ray_address,
     )
+    if settings.ray_address:  # a wrong address stops here, with one line, not at the first question
+        from rlmedic.tools.cluster.address import resolve
+
+        resolve(settings.ray_address)
     if not settings.bot_token:
         raise UserError("SLACK_BOT_TOKEN is not set (the bot token, xoxb-...; see README: the Slack bot)")
     if not http and not settings.app_token:

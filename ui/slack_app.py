@@ -55,9 +55,12 @@ class SlackSettings:
     offline: bool = False
     api_url: str | None = None  # the Web API root (a test fake); default Slack's
     index_dir: str | None = None
+    ray_address: str | None = None  # a Ray cluster whose job logs each question re-reads (tools/cluster)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> SlackSettings:
+        from rlmedic.settings import ray_address as configured_ray_address
+
         env = os.environ
         values: dict[str, Any] = {
             "bot_token": env.get("SLACK_BOT_TOKEN", ""),
@@ -66,6 +69,7 @@ class SlackSettings:
             "allowed_channels": _ids(env.get("RLMEDIC_SLACK_CHANNELS")),
             "allowed_users": _ids(env.get("RLMEDIC_SLACK_USERS")),
             "api_url": env.get("SLACK_API_URL") or None,
+            "ray_address": configured_ray_address(),
         }
         values.update({k: v for k, v in overrides.items() if v not in (None, "", frozenset())})
         return cls(**values)
@@ -208,6 +212,14 @@ class SlackBot:
         folder = session.files_dir()
         saved, skipped = self.download(event.get("files") or [], folder)
         session.attach(*saved)
+        if self.settings.ray_address:  # the job's logs on every node, in the thread's ray/ folder
+            from rlmedic.errors import UserError
+            from rlmedic.tools.cluster.frontdoor import sync_folder
+
+            try:
+                session.attach(sync_folder(folder / "ray", self.settings.ray_address).folder)
+            except UserError as exc:
+                skipped.append(f"Ray cluster not read: {exc}")
         question = _MENTION.sub("", event.get("text") or "").strip()
         if not question:
             question = "What went wrong here?" if saved else "Hello"

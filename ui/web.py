@@ -40,6 +40,8 @@ class WebSettings:
     max_upload_mb: int = 200
     session_ttl_s: float = 3600
     uploads_root: Path | None = None  # default: a private temp folder per server
+    ray_address: str | None = None  # a Ray cluster whose job logs each question re-reads (tools/cluster)
+    ray_job: str | None = None
 
 
 @dataclass
@@ -335,6 +337,13 @@ def build_app(settings: WebSettings) -> tuple[Any, Sessions]:
                 return
             if saved:
                 session.conversation.attach(*saved)
+            if settings.ray_address and (text or "").strip():  # the job's logs on every node, in the session's ray/
+                from rlmedic.tools.cluster.frontdoor import sync_folder
+
+                try:
+                    session.conversation.attach(sync_folder(session.folder / "ray", settings.ray_address, job=settings.ray_job).folder)
+                except UserError as exc:
+                    panels["note"] = gr.update(value=f"Ray cluster not read: {exc}", visible=True)
             names = ", ".join(p.name for p in saved)
             user_text = text.strip() or ("Why did my run die?" if saved else "")
             if not user_text:

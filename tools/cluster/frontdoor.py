@@ -103,3 +103,30 @@ def live_folder(address: str, *, job: str | None = None, since_minutes: float | 
             thread.join(timeout=30)
         mirror.close()
         shutil.rmtree(temp, ignore_errors=True)
+
+
+#: Mirrors kept for the web app's sessions and the Slack bot's threads (by folder), newest last.
+_MIRRORS: dict[str, object] = {}
+_MIRRORS_LOCK = __import__("threading").Lock()
+MAX_MIRRORS = 64
+
+
+def sync_folder(folder: str | os.PathLike[str], address: str, *, job: str | None = None,
+                since_minutes: float | None = None) -> SyncResult:
+    """For a server (web app, Slack bot): sync the cluster into ``folder`` (a session's own subfolder),
+    appending only what is new since this process last synced it. A folder this process has not synced
+    yet is emptied first (a restart must not append the same tails twice); at most :data:`MAX_MIRRORS`
+    mirrors are kept open, the oldest closed first."""
+    from rlmedic.tools.cluster.mirror import Mirror
+
+    key = str(Path(folder).resolve())
+    with _MIRRORS_LOCK:
+        mirror = _MIRRORS.pop(key, None)
+        if mirror is None:
+            shutil.rmtree(key, ignore_errors=True)
+            mirror = Mirror(address, folder=key, job=job, since_minutes=since_minutes)
+        _MIRRORS[key] = mirror
+        while len(_MIRRORS) > MAX_MIRRORS:
+            oldest = next(iter(_MIRRORS))
+            _MIRRORS.pop(oldest).close()  # type: ignore[attr-defined]
+    return mirror.sync()  # type: ignore[attr-defined]
