@@ -220,7 +220,7 @@ def test_fast_scalar_path_equals_tensorboards_own_parse(tmp_path: Path) -> None:
     series, _ = curves("nan", "verl", seed=4)
     write_tensorboard(tmp_path, series)
     data = tb.event_files(tmp_path)[0].read_bytes()
-    fast, walls, covered = tb._fast(data)
+    fast, walls, covered, _skipped = tb._fast(data)
     slow, _ = tb._slow(data)
     assert covered > len(data) * 0.99
     assert fast.keys() == slow.keys() == series.keys()

@@ -44,7 +44,7 @@ def load_run(kind: str, path: Path, confinement: Any = None) -> Run:
     if kind == "wandb-run":
         run = wandb.read_run(path, confinement, select=select)
     elif kind == "tensorboard":
-        run = tensorboard.read_logdir(path, confinement)
+        run = tensorboard.read_logdir(path, confinement, keep=vocab.known)
     elif kind == "dump":
         run = dumps.read_dump(path, vocab.step_keys, confinement,
                               keep=None if dumps.TB_EXPORT_NAME.match(path.name) else vocab.known)

@@ -16,7 +16,7 @@ import os
 import re
 import struct
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rlmedic.errors import UserError
 from rlmedic.tools.runs.curves import Run, make_curve, median_interval, read_file_bytes
@@ -70,8 +70,10 @@ def _decode(data: bytes, pos: int, layout: Any) -> tuple[bytes, int, float, floa
     return tag, step, struct.unpack_from("<d", data, pos + wall_off)[0], struct.unpack_from("<f", data, pos + v_off)[0]
 
 
-def _fast(data: bytes) -> tuple[dict[str, tuple[Any, Any]], list[float], int]:
-    """Scalars of the simple_value records; the bytes those records covered (to judge completeness).
+def _fast(data: bytes, keep: Callable[[bytes], bool] | None = None
+          ) -> tuple[dict[str, tuple[Any, Any]], list[float], int, set[bytes]]:
+    """Scalars of the simple_value records; the bytes those records covered (to judge completeness);
+    the tags ``keep`` refused (seen, their values not parsed: no check reads them).
 
     Records are walked one by one until their layouts repeat (a writer logs the same tags every
     step, so a step's block of records has the same bytes but for wall times, steps, values and
@@ -88,6 +90,7 @@ def _fast(data: bytes) -> tuple[dict[str, tuple[Any, Any]], list[float], int]:
     walls: list[Any] = []
     single_walls: dict[int, float] = {}  # the first wall time of each step: the time between steps
     covered = 0
+    seen: set[bytes] = set()
     pos = 0
     while 0 <= pos < size:
         walked: list[tuple[int, Any]] = []
@@ -99,8 +102,8 @@ def _fast(data: bytes) -> tuple[dict[str, tuple[Any, Any]], list[float], int]:
             walked.append((pos, layout))
             pos = nxt
         period = _period([lay for _p, lay in walked])
-        keep = len(walked) - period if period else len(walked)
-        for p, lay in walked[:keep]:
+        head = len(walked) - period if period else len(walked)
+        for p, lay in walked[:head]:
             if lay is not None:
                 tag, step, wall, value = _decode(data, p, lay)
                 entry = single.setdefault(tag, ([], []))
@@ -110,8 +113,8 @@ def _fast(data: bytes) -> tuple[dict[str, tuple[Any, Any]], list[float], int]:
                 covered += lay[0]
         if not period:
             continue
-        row0 = walked[keep][0]
-        layouts = [lay for _p, lay in walked[keep:]]
+        row0 = walked[head][0]
+        layouts = [lay for _p, lay in walked[head:]]
         width = sum(lay[0] for lay in layouts)
         varying = np.zeros(width, dtype=bool)
         offsets = []
@@ -126,21 +129,29 @@ def _fast(data: bytes) -> tuple[dict[str, tuple[Any, Any]], list[float], int]:
             varying[off + total - 4:off + total] = True  # data CRC
             offsets.append(off)
             off += total
-        const = ~varying
-        template = arr[row0:row0 + width][const]
+        # a row matches the first where it is not masked out: (row ^ first) & mask is all zeros
+        mask = np.where(varying, 0, 0xFF).astype(np.uint8)
+        first = arr[row0:row0 + width].copy()
         rows = (size - row0) // width
         good = 0
+        buf = np.empty((min(ROWS_PER_CHUNK, rows), width), dtype=np.uint8)
         while good < rows:
             n = min(ROWS_PER_CHUNK, rows - good)
             block = arr[row0 + good * width:row0 + (good + n) * width].reshape(n, width)
-            same = (block[:, const] == template).all(axis=1)
-            bad = np.flatnonzero(~same)
+            tmp = buf[:n]
+            np.bitwise_xor(block, first, out=tmp)
+            np.bitwise_and(tmp, mask, out=tmp)
+            bad = np.flatnonzero(tmp.any(axis=1))
             good += int(bad[0]) if len(bad) else n
             if len(bad):
                 break
         view = arr[row0:row0 + good * width].reshape(good, width)
         for off, lay in zip(offsets, layouts):
             _total, wall_off, (s_off, s_len), v_off, tag = lay
+            covered += lay[0] * good
+            if keep is not None and not keep(tag):
+                seen.add(tag)  # listed, not parsed: no check reads it
+                continue
             values = view[:, off + v_off:off + v_off + 4].copy().view("<f4").reshape(-1).astype(np.float64)
             if s_len:
                 sb = view[:, off + s_off:off + s_off + s_len].astype(np.int64)
@@ -150,7 +161,6 @@ def _fast(data: bytes) -> tuple[dict[str, tuple[Any, Any]], list[float], int]:
             else:
                 steps = np.zeros(good, dtype=np.int64)
             chunks.setdefault(tag, []).append((steps, values))
-            covered += lay[0] * good
         walls.append(view[:, 13:21].copy().view("<f8").reshape(-1))
         pos = row0 + good * width
     out: dict[str, tuple[Any, Any]] = {}
@@ -161,7 +171,7 @@ def _fast(data: bytes) -> tuple[dict[str, tuple[Any, Any]], list[float], int]:
         out[tag.decode("utf-8", "replace")] = (np.concatenate(s_list + [p[0] for p in parts]),
                                                np.concatenate(v_list + [p[1] for p in parts]))
     flat = [np.asarray(list(single_walls.values()), dtype=np.float64), *walls]
-    return out, np.concatenate(flat).tolist()[-10_000:], covered
+    return out, np.concatenate(flat).tolist()[-10_000:], covered, seen
 
 
 def _period(layouts: list[Any]) -> int:
@@ -211,27 +221,34 @@ def _slow(data: bytes) -> tuple[dict[str, tuple[list[int], list[float]]], list[f
     return series, list(walls.values())
 
 
-def read_file(data: bytes) -> tuple[dict[str, tuple[list[int], list[float]]], list[float]]:
-    series, walls, covered = _fast(data)
+def read_file(data: bytes, keep: Callable[[str], bool] | None = None
+              ) -> tuple[dict[str, tuple[Any, Any]], list[float], list[str]]:
+    """``(tag -> (steps, values), wall times, tags seen but not parsed)``; ``keep`` picks the tags to parse."""
+    fast_keep = None if keep is None else (lambda tag: keep(tag.decode("utf-8", "replace")))
+    series, walls, covered, skipped = _fast(data, fast_keep)
     # the file-version record and a few headers are not scalars; anything beyond that is read properly
-    if covered >= len(data) * 0.9 or (series and len(data) - covered < 4096):
-        return series, walls
-    return _slow(data)
+    if covered >= len(data) * 0.9 or ((series or skipped) and len(data) - covered < 4096):
+        return series, walls, sorted(t.decode("utf-8", "replace") for t in skipped)
+    slow, walls = _slow(data)
+    return slow, walls, []
 
 
-def read_logdir(path: Path, confinement: Any = None) -> Run:
+def read_logdir(path: Path, confinement: Any = None, keep: Callable[[str], bool] | None = None) -> Run:
     """A TensorBoard log folder (or one event file) as a :class:`Run`; several files are merged by step."""
     files = event_files(path)
     if not files:
         raise UserError(f"{path}: no TensorBoard event files")
     merged: dict[str, tuple[list[int], list[float]]] = {}
     walls: list[float] = []
+    keys: set[str] = set()
     mtime = 0.0
     for f in files:
         data = read_file_bytes(f, confinement)
         mtime = max(mtime, os.stat(f).st_mtime)
-        series, w = read_file(data)
+        series, w, skipped = read_file(data, keep)
         walls += w
+        keys.update(skipped)
+        keys.update(series)
         for key, (steps, values) in series.items():
             entry = merged.setdefault(key, ([], []))
             entry[0].append(steps)
@@ -242,6 +259,7 @@ def read_logdir(path: Path, confinement: Any = None) -> Run:
     run.curves = {k: make_curve(k, np.concatenate([np.asarray(x, dtype=np.float64) for x in s]),
                                 np.concatenate([np.asarray(x, dtype=np.float64) for x in v]))
                   for k, (s, v) in merged.items() if sum(len(x) for x in s)}
+    run.keys = sorted(keys)
     run.last_wall = max(walls) if walls else None
     run.step_interval = median_interval(walls)
     run.files_mtime = mtime or None
