@@ -48,19 +48,19 @@ def test_the_job_logs_of_every_node_land_named_by_node_ip_actor_and_file(tmp_pat
     with FakeDashboard(state) as url:
         result = collect(url, folder=tmp_path / "ray")
     names = sorted(str(p.relative_to(tmp_path / "ray")) for p in (tmp_path / "ray").rglob("*") if p.is_file())
-    oom = f"node-127.0.0.1-{NODE2}/TrainWorker-pid{TRAIN['pid']}/{_file(NODE2, TRAIN['pid'], 'err')}"
+    oom = f"node-127.0.0.1-{NODE2}__TrainWorker-pid{TRAIN['pid']}__{_file(NODE2, TRAIN['pid'], 'err')}"
     # the peer's file reads job ffffffff: matched to its actor (the job's) by node and pid
-    peer = f"node-127.0.0.1-{HEAD}/RolloutPeer-pid{PEER['pid']}/{_file(HEAD, PEER['pid'], 'err')}"
+    peer = f"node-127.0.0.1-{HEAD}__RolloutPeer-pid{PEER['pid']}__{_file(HEAD, PEER['pid'], 'err')}"
     assert "-ffffffff-" in peer and PEER["job_id"] == JOB_ID
     assert oom in names and peer in names
-    assert f"node-127.0.0.1-{HEAD}/job-driver-{SID}.log" in names
+    assert f"node-127.0.0.1-{HEAD}__job-driver-{SID}.log" in names
     assert STATE_FILE in names
     # the job supervisor (Ray's own actor, job 01000000) and system logs are not the job's
     assert not any(f"-{SUPERVISOR_PID}." in n or "raylet" in n or "python-core" in n for n in names)
-    assert (tmp_path / "ray" / oom).read_bytes() == state.files[next(n["node_id"] for n in state.nodes if n["node_id"].startswith(NODE2))][oom.rsplit("/", 1)[1]]
+    assert (tmp_path / "ray" / oom).read_bytes() == state.files[next(n["node_id"] for n in state.nodes if n["node_id"].startswith(NODE2))][oom.rsplit("__", 1)[1]]
     # colour codes of the driver's log are dropped by the server (filter_ansi_code=true)
     raw = next(f[f"job-driver-{SID}.log"] for f in state.files.values() if f"job-driver-{SID}.log" in f)
-    driver = (tmp_path / "ray" / f"node-127.0.0.1-{HEAD}/job-driver-{SID}.log").read_bytes()
+    driver = (tmp_path / "ray" / f"node-127.0.0.1-{HEAD}__job-driver-{SID}.log").read_bytes()
     assert b"\x1b[" in raw and b"\x1b[" not in driver and f"(TrainWorker pid={TRAIN['pid']})".encode() in driver
     assert result.job and result.job["status"] == "FAILED" and len(result.nodes) == 2
     # read-only: GETs only, and the listing asked per node
@@ -87,7 +87,7 @@ def test_the_folder_diagnoses_to_the_second_nodes_oom_with_the_peer_as_its_casca
     d = _diagnose(tmp_path)
     root = d.root_finding
     assert root is not None and root.id == "cuda-oom"
-    assert f"node-127.0.0.1-{NODE2}/TrainWorker-pid{TRAIN['pid']}/" in root.file and root.file.endswith(f"-{TRAIN['pid']}.err")
+    assert f"node-127.0.0.1-{NODE2}__TrainWorker-pid{TRAIN['pid']}__" in root.file and root.file.endswith(f"-{TRAIN['pid']}.err")
     cascades = [f for f in d.findings if f.root == d.root and f is not root]
     assert any(f.id == "ray-actor-died" for f in cascades)
     assert f"RolloutPeer-pid{PEER['pid']}" in root.summary  # the peer on the head, named in the cascade
@@ -137,12 +137,12 @@ def test_each_file_keeps_its_end_within_the_per_file_cap_and_the_total_cap_skips
     limits = Limits(per_file=64 * 1024, total=6 * 64 * 1024, parallel=4)
     with FakeDashboard(state) as url:
         result = collect(url, folder=tmp_path, limits=limits)
-    got = [p for p in tmp_path.rglob("*") if p.is_file() and p.name != STATE_FILE]
+    got = [p for p in tmp_path.iterdir() if p.is_file() and p.name != STATE_FILE]
     # budgeted in plan order: the head's job driver, then the .err files (failed workers would come first)
     assert len(got) == 6 and all(p.stat().st_size <= 64 * 1024 for p in got)
-    assert sum(1 for p in got if p.name.startswith("job-driver-")) == 1 and sum(1 for p in got if p.suffix == ".err") == 5
+    assert sum(1 for p in got if "__job-driver-" in p.name) == 1 and sum(1 for p in got if p.suffix == ".err") == 5
     assert sum(p.stat().st_size for p in got) <= limits.total
-    last = next(p for p in got if p.name == name).read_bytes()
+    last = next(p for p in got if p.name.endswith("__" + name)).read_bytes()
     assert last.endswith(b"the very last line\n") and last.startswith(b"20261129-")  # the end, from a whole line
     assert len([s for s in result.skipped if "total cap" in s["reason"]]) == 16 + 1 - 6
     assert all(f["cut"] for f in result.files if f["local"].endswith((".err", ".out")))
@@ -188,7 +188,7 @@ def test_a_second_sync_appends_only_the_new_lines(tmp_path: Path) -> None:
     name = _file(NODE2, TRAIN["pid"], "err")
     with FakeDashboard(state) as url, Mirror(url, folder=tmp_path) as mirror:
         mirror.sync()
-        local = next(tmp_path.rglob(name))
+        local = next(tmp_path.glob("*__" + name))
         before = local.read_bytes()
         again = mirror.sync()
         assert local.read_bytes() == before  # nothing new: nothing written

@@ -3,7 +3,7 @@
 Multi-node runs (AReaL, slime, verl on Ray) keep each node's worker logs on that node, and the root
 cause is often on a node other than the one the user is logged in to. This package reads them through
 Ray's own state API (the dashboard's ``/api/v0`` HTTP endpoints that ``ray.util.state`` wraps), read-only,
-and mirrors them into a local folder laid out by node and actor, plus ``ray-state.log``: the dead actors,
+and mirrors them into a local folder, each file named by node, actor and Ray's name, plus ``ray-state.log``: the dead actors,
 workers and nodes with the exit causes Ray recorded. The existing log diagnosis then reads that folder
 like any folder of per-rank logs (one engine, not two); ``watch`` re-syncs it and follows it.
 

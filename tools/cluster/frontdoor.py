@@ -27,7 +27,7 @@ def announce(result: SyncResult) -> None:
     """One line on stderr: what was read from the cluster; a line per node that could not be read."""
     notice(result.summary())
     for s in result.skipped:
-        if s["file"].startswith("node-") and "/" not in s["file"]:
+        if s["file"].startswith("node-") and "__" not in s["file"]:
             notice(f"{s['file']}: {s['reason']}")
 
 

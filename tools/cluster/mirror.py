@@ -3,9 +3,9 @@
 One :meth:`Mirror.sync` lists the cluster (nodes, jobs, actors, workers), lists each live node's log
 files in parallel, plans which belong to the job (:mod:`.plan`), and fetches the planned files' tails in
 parallel: each at most ``Limits.per_file`` bytes (its end: the newest lines), all together at most
-``Limits.total`` (budgeted in plan order: failed workers' ``.err`` first). Files land as
-``node-<ip>-<id>/<ActorClass>-pid<pid>/<Ray's file name>`` with ``ray-state.log`` (:mod:`.state`) at the
-top, so the log diagnosis names the node's IP, the actor and its file.
+``Limits.total`` (budgeted in plan order: failed workers' ``.err`` first). Files land side by side as
+``node-<ip>-<id>__<ActorClass>-pid<pid>__<Ray's file name>`` with ``ray-state.log`` (:mod:`.state`), so
+the log diagnosis names the node's IP, the actor and its file, and ``watch`` follows one folder.
 
 A second sync (``watch``) appends only what is new at each file's end (the previous end is found in the
 new tail), so a follower reading the folder sees appended lines, as with a live local log. Only GET

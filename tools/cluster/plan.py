@@ -21,6 +21,9 @@ from rlmedic.errors import UserError
 _WORKER_FILE = re.compile(r"^worker-(?P<wid>[0-9a-f]+)-(?P<job>[0-9a-f]+)-(?P<pid>\d+)\.(?P<stream>out|err)$")
 _DRIVER_FILE = re.compile(r"^job-driver-(?P<sid>[\w.-]+)\.log$")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+#: Between the node, the actor and Ray's file name in a local name: one flat folder, because ``watch``
+#: follows a folder's own files (not subfolders) and actors appear while it runs.
+SEP = "__"
 #: Exit types Ray records for a worker that did not mean to stop.
 FAILED_EXITS = {"SYSTEM_ERROR", "USER_ERROR", "NODE_OUT_OF_MEMORY"}
 
@@ -41,7 +44,7 @@ class NodeInfo:
 class PlannedFile:
     node: NodeInfo
     filename: str  # as Ray lists it on the node
-    local: str  # relative path in the local folder
+    local: str  # name in the local folder: node-<ip>-<id8>__<Actor>-pid<pid>__<Ray's name>
     priority: int  # lower is fetched (and budgeted) first
     who: str  # "TrainWorker pid 4567", "driver of raysubmit_...", "worker pid 12"
 
@@ -109,7 +112,7 @@ def make_plan(
             d = _DRIVER_FILE.match(name)
             if d:
                 if job is None or (sid and d.group("sid") == sid):
-                    plan.files.append(PlannedFile(node, name, f"{node.folder}/{name}", 20,
+                    plan.files.append(PlannedFile(node, name, f"{node.folder}{SEP}{name}", 20,
                                                   f"driver of {d.group('sid')}"))
                 continue
             m = _WORKER_FILE.match(name)
@@ -128,7 +131,7 @@ def make_plan(
             record = ended.get(key) or {}
             end_ms = int(record.get("end_time_ms") or 0)
             if cutoff is not None and end_ms and end_ms < cutoff:
-                plan.skipped.append({"file": f"{node.folder}/{name}", "reason": f"ended before the last {since_minutes:g} min"})
+                plan.skipped.append({"file": f"{node.folder}{SEP}{name}", "reason": f"ended before the last {since_minutes:g} min"})
                 continue
             failed = (str(record.get("exit_type") or "") in FAILED_EXITS
                       or (actor is not None and str(actor.get("state")) == "DEAD"))
@@ -138,7 +141,7 @@ def make_plan(
                 who, folder = f"{_class_of(actor)} pid {pid}", f"{_class_of(actor)}-pid{pid}"
             else:
                 who, folder = f"worker pid {pid}", f"worker-pid{pid}"
-            plan.files.append(PlannedFile(node, name, f"{node.folder}/{folder}/{name}", priority, who))
+            plan.files.append(PlannedFile(node, name, f"{node.folder}{SEP}{folder}{SEP}{name}", priority, who))
             plan.pids.add(key)
     plan.files.sort(key=lambda f: (f.priority, f.local))
     return plan
