@@ -177,3 +177,42 @@ def test_a_hundred_thousand_empty_folders_stay_bounded(tmp_path: Path, trials: i
     import shutil
 
     shutil.rmtree(tmp_path / "root")  # here, not in a later pytest run's clean-up of old temp folders
+
+
+def test_an_unreadable_step_folder_of_a_large_tree_is_not_called_empty(tmp_path: Path, monkeypatch, small_limits) -> None:
+    """The large-tree walk counted a step folder it could not list as one that holds no file.
+
+    Tests run as root, who can list any folder: ``listdir`` and ``scandir`` refuse this one as
+    the kernel refuses another user (EACCES).
+    """
+    trial = areal_tree(tmp_path / "root", steps=tuple(range(10, 310, 10)), recover_step=None)
+    locked = next(trial.glob("default/*globalstep300"))
+    real_listdir, real_scandir = listing.os.listdir, listing.os.scandir
+
+    def refuse(real):  # noqa: ANN001, ANN202
+        def call(path, *a):  # noqa: ANN001, ANN202
+            if str(path) == str(locked):
+                raise PermissionError(13, "Permission denied", str(path))
+            return real(path, *a)
+        return call
+
+    monkeypatch.setattr(listing.os, "listdir", refuse(real_listdir))
+    monkeypatch.setattr(listing.os, "scandir", refuse(real_scandir))
+    report = list_checkpoints(tmp_path / "root", mounts=VOLUME, confinement=ANYWHERE)
+    assert not _empty_finding(report) and report.to_dict()["empty_step_folders"] == 0
+    (newest,) = [c for c in report.checkpoints if c.step == 300]
+    assert newest.unreadable and not newest.valid and "cannot read" in newest.issues[0]
+    assert recovery_plan(report).resume_from.step == 290
+
+
+def test_step_folders_named_inside_a_step_folder_are_read_with_it(tmp_path: Path, small_limits) -> None:
+    """A step folder that holds its weights in a sub-folder named like a step folder is not empty."""
+    trial = areal_tree(tmp_path / "root", steps=tuple(range(10, 310, 10)), recover_step=None)
+    newest = next(trial.glob("default/*globalstep300"))
+    for f in list(newest.iterdir()):
+        f.rename(tmp_path / f.name)
+    write(newest / "iter_0000300" / "model.safetensors", b"\x02" * 64)
+    report = list_checkpoints(tmp_path / "root", mounts=VOLUME, confinement=ANYWHERE)
+    assert not _empty_finding(report)
+    (c,) = [c for c in report.checkpoints if c.step == 300 and c.kind == "areal_hf"]
+    assert c.checked and c.files == 1 and c.size_bytes == 64

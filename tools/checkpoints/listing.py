@@ -355,7 +355,7 @@ def list_checkpoints(
     if not resolved.is_dir():
         raise UserError(f"{root}: not a directory")
     names = _NameWalk(resolved)
-    step_dirs = names.step_dirs()
+    step_dirs = names.step_dirs
     detail = DETAIL
     empty: set[str] = set()  # AReaL step folders found to hold no file (filled by the large-tree walk)
     while True:
@@ -376,12 +376,8 @@ def list_checkpoints(
         head.append(checkpoint_issue("truncated", "warning", f"stopped after {cap} entries; point at a deeper directory",
                                      str(resolved)))
     report.issues[:0] = head  # before what the scanners found, as a reader expects
-    if empty:  # the large-tree walk left the empty AReaL step folders out of the scan: count them here
-        report.empty_steps += [(names.empty_areal[d], d) for d in empty]
-    if report.empty_steps:
-        report.issues.append(_empty_steps_issue(report.empty_steps, step_dirs))
-        report.empty_count = len(report.empty_steps)
-        report.empty_steps = report.empty_steps[-EMPTY_KEPT:]  # sorted by step: the newest stay
+    if report.empty_steps or empty:  # the large-tree walk left its empty AReaL step folders out of the scan
+        report.issues.append(_empty_steps_issue(report, empty, names))
     if unchecked:
         report.issues.append(checkpoint_issue(
             "large-tree", "info", f"{len(step_dirs)} step folders: the newest {len(step_dirs) - len(unchecked)} were checked "
@@ -438,14 +434,35 @@ def list_checkpoints(
 EMPTY_KEPT = 20
 
 
-def _empty_steps_issue(empty: list[tuple[int, str]], step_dirs: list[tuple[int, str]]) -> Finding:
-    """One finding for every AReaL step folder that holds no file (not one each: a run can leave 100,000)."""
-    empty.sort()
-    step, path = empty[-1]
-    newest = max((sd[0] for sd in step_dirs), default=None)
-    trials = {p.rsplit(os.sep, 2)[0] for _s, p in empty}  # .../{trial}/{role}/<step folder>
+def _empty_steps_issue(report: CheckpointReport, lazy: set[str], names: _NameWalk) -> Finding:
+    """One finding for every AReaL step folder that holds no file (not one each: a run can leave 100,000).
+
+    Those the scanner found are in ``report.empty_steps``; those the large-tree walk found are
+    ``lazy`` (paths). The report keeps their count and the newest :data:`EMPTY_KEPT`: every
+    result is redacted whole, and 100,000 paths cost seconds for nothing shown.
+    """
+    found = list(report.empty_steps)
+    if lazy:
+        kept = []
+        for d in reversed(names.by_step()):
+            if d in lazy:
+                kept.append((names.step_dirs[d], d))
+                if len(kept) == EMPTY_KEPT:
+                    break
+        found += kept
+    found.sort()
+    count = len(report.empty_steps) + len(lazy)
+    report.empty_count, report.empty_steps = count, found[-EMPTY_KEPT:]
+    step, path = found[-1]
+    newest = max(names.step_dirs.values(), default=None)
+    # .../{trial}/{role}/<step folder> -> .../{trial}: a folder of step folders at a time (there can be 100,000)
+    trials = {p.rsplit(os.sep, 2)[0] for _s, p in found}
+    if lazy:
+        paths = list(names.steps)
+        trials.update(os.path.dirname(parent) for parent, start, end in names.step_parents
+                      if not lazy.isdisjoint(paths[start:end]))
     where = f" across {len(trials)} trials" if len(trials) > 1 else ""
-    message = (f"{len(empty):,} step folder{'s' if len(empty) != 1 else ''}{where} hold{'' if len(empty) != 1 else 's'} "
+    message = (f"{count:,} step folder{'s' if count != 1 else ''}{where} hold{'' if count != 1 else 's'} "
                f"no checkpoint (no file inside), e.g. {path}")
     if step == newest:
         message += f"; the newest, step {step}, is one of them: a save that stopped before writing anything"
@@ -479,105 +496,133 @@ def _scan_all(walk: Any, resolved: Path, confinement: Confinement, report: Check
     return areal, slime, hf
 
 
-def _step_of(name: str) -> int | None:
-    """The step a checkpoint folder's name carries (AReaL, Megatron, HF ``checkpoint-N``), else None."""
-    m = AREAL_STEP_DIR.match(name)
-    if m:
-        return int(m.group(3))
-    m = MEGATRON_ITER_DIR.match(name) or HF_STEP_DIR.search(name)
-    return int(m.group(1)) if m else None
-
-
-def _entry_name(entry: os.DirEntry) -> str:
-    return entry.name
-
-
 class _NameWalk:
     """Every directory and file name under a root, without a single ``stat`` (``scandir``'s types).
 
     Symlinks are skipped, as :meth:`Confinement.walk_files` does. Used to count the step
-    folders before deciding how much of the tree to read file by file.
+    folders before deciding how much of the tree to read file by file. A step folder's
+    step is read from its name once, here (a tree can hold 100,000 of them).
     """
 
     def __init__(self, root: Path) -> None:
+        #: the folders other than :attr:`steps` (sorted under each parent)
         self.dirs: list[str] = [str(root)]
         self.files: dict[str, list[str]] = {}
         self.unreadable: list[str] = []
         self.truncated = False
-        #: AReaL and Megatron step folders, named by their pattern: entered only when checked (:meth:`expand`)
-        self.deferred: set[str] = set()
-        #: AReaL step folders found empty when entered -> their step (none kept for a tree of real saves)
-        self.empty_areal: dict[str, int] = {}
+        #: AReaL and Megatron step folders, named by their pattern -> their step: entered only when checked (:meth:`expand`)
+        self.steps: dict[str, int] = {}
+        #: the Megatron ones among them (an empty iter_ folder is a damaged save, not an empty step folder)
+        self.megatron: set[str] = set()
+        #: (folder, start, end): that folder holds the step folders ``list(steps)[start:end]``
+        self.step_parents: list[tuple[str, int, int]] = []
         self._seen = 0
         self._nfiles = 0
-        self._walk([str(root)])
+        self._walk([str(root)], defer=True)
+        #: the step folders of :attr:`steps` not entered yet
+        self.pending: set[str] = set(self.steps)
+        hf = {}
+        for d in self.dirs:
+            m = HF_STEP_DIR.search(os.path.basename(d))
+            if m:
+                hf[d] = int(m.group(1))
+        #: every step folder -> its step: :attr:`steps` and Hugging Face ``checkpoint-N`` folders (walked already)
+        self.step_dirs: dict[str, int] = {**self.steps, **hf} if hf else self.steps
+        self._by_step: list[str] | None = None
 
-    def _walk(self, stack: list[str]) -> None:
+    def _walk(self, stack: list[str], *, defer: bool = False) -> None:
+        """Walk the folders of ``stack``; with ``defer``, step folders are only noted in :attr:`steps`."""
+        areal = AREAL_STEP_DIR.match if defer else _no_match
+        megatron, steps, dirs = MEGATRON_ITER_DIR.match if defer else _no_match, self.steps, self.dirs
         while stack:
             directory = stack.pop()
+            names: list[str] = []
+            inner: list[str] = []
+            # step folders go straight to their dict (ordered later by step); only the rest is
+            # sorted, so that the walk and its lists come out the same on every file system.
+            # Entries are not kept: 100,000 DirEntry objects would cost the garbage collector more.
+            room = MAX_NAMES - self._seen
+            seen, first = 0, len(steps)
             try:
-                entries = sorted(os.scandir(directory), key=_entry_name)
+                with os.scandir(directory) as it:
+                    for entry in it:
+                        seen += 1
+                        if seen > room:
+                            seen -= 1
+                            self.truncated = True
+                            break
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                m = areal(entry.name)
+                                if m:
+                                    steps[entry.path] = int(m.group(3))
+                                elif m := megatron(entry.name):
+                                    path = entry.path
+                                    steps[path] = int(m.group(1))
+                                    self.megatron.add(path)
+                                else:
+                                    inner.append(entry.path)
+                            elif not entry.is_symlink():
+                                names.append(entry.name)
+                        except OSError:
+                            self.unreadable.append(entry.path)
             except OSError:
                 self.unreadable.append(directory)
-                continue
-            names: list[str] = []
-            for entry in entries:
-                self._seen += 1
-                if self._seen > MAX_NAMES:
-                    self.truncated = True
-                    return
-                try:
-                    if entry.is_symlink():
-                        continue
-                    if entry.is_dir(follow_symlinks=False):
-                        self.dirs.append(entry.path)
-                        if AREAL_STEP_DIR.match(entry.name) or MEGATRON_ITER_DIR.match(entry.name):
-                            self.deferred.add(entry.path)
-                        else:
-                            stack.append(entry.path)
-                    else:
-                        names.append(entry.name)
-                except OSError:
-                    self.unreadable.append(entry.path)
+            self._seen += seen
+            if len(steps) > first:
+                self.step_parents.append((directory, first, len(steps)))
             if names:
+                names.sort()
                 self.files[directory] = names
                 self._nfiles += len(names)
+            if inner:
+                inner.sort()
+                dirs += inner
+                stack += inner
+            if self.truncated:
+                return
 
     def expand(self, directories: Iterable[str]) -> set[str]:
-        """Walk into deferred step folders (each once); the AReaL ones with no file anywhere inside
-        (also kept in :attr:`empty_areal`)."""
-        todo = [d for d in directories if d in self.deferred]
-        self.deferred.difference_update(todo)
-        empty = set()
+        """Walk into the step folders not entered yet; return the AReaL ones with no file anywhere inside.
+
+        One ``listdir`` per folder: an empty folder (the common case of a tree of 100,000 of
+        them) costs that call and nothing else. A folder that cannot be read is not empty:
+        :meth:`_walk` records it as unreadable.
+        """
+        todo = [d for d in directories if d in self.pending]
+        self.pending.difference_update(todo)
+        listdir = os.listdir
+        bare: list[str] = []
+        full: list[str] = []
         for directory in todo:
             try:
-                bare = not os.listdir(directory)  # most empty folders end here: no DirEntry, no sort
+                (full if listdir(directory) else bare).append(directory)
             except OSError:
-                bare = False  # _walk records it as unreadable
-            if bare:
-                self._seen += 1
-                empty.add(directory)
-                continue
-            before = self._nfiles
+                full.append(directory)
+        self._seen += len(bare)
+        empty = set(bare)
+        for directory in full:
+            files, unreadable = self._nfiles, len(self.unreadable)
             self._walk([directory])
-            if self._nfiles == before and not self.truncated:
-                empty.add(directory)
-        for directory in empty:
-            m = AREAL_STEP_DIR.match(os.path.basename(directory))
-            if m:
-                self.empty_areal[directory] = int(m.group(3))
-        return empty.intersection(self.empty_areal)
+            if self._nfiles == files and len(self.unreadable) == unreadable and not self.truncated:
+                empty.add(directory)  # only folders inside, no file
+        return empty - self.megatron if self.megatron else empty
 
-    def step_dirs(self) -> list[tuple[int, str]]:
-        out = []
-        for d in self.dirs:
-            step = _step_of(os.path.basename(d))
-            if step is not None:
-                out.append((step, d))
-        return out
+    def by_step(self) -> list[str]:
+        """Every step folder, oldest first (sorted once: a tree can hold 100,000).
+
+        Sorted on the step alone; folders of one step keep the walk's order (parents sorted by name).
+        """
+        if self._by_step is None:
+            self._by_step = sorted(self.step_dirs, key=self.step_dirs.__getitem__)
+        return self._by_step
 
 
-def _large_tree_walk(names: _NameWalk, step_dirs: list[tuple[int, str]], detail: int,
+def _no_match(_name: str) -> None:
+    return None
+
+
+def _large_tree_walk(names: _NameWalk, step_dirs: dict[str, int], detail: int,
                      before_step: int | None, empty: set[str]) -> tuple[Any, set[str]]:
     """A walk result that stats only the newest ``detail`` step folders (before ``before_step``) and files outside step folders.
 
@@ -587,21 +632,22 @@ def _large_tree_walk(names: _NameWalk, step_dirs: list[tuple[int, str]], detail:
     """
     from rlmedic.confine import WalkResult
 
-    wanted = [sd for sd in step_dirs if before_step is None or sd[0] < before_step] or step_dirs
+    ordered = names.by_step()
+    wanted = ordered if before_step is None else [d for d in ordered if step_dirs[d] < before_step] or ordered
     # the newest ``detail`` folders that hold something: an empty AReaL step folder (found when
     # entered, and added to ``empty``) is no checkpoint, so the next newest is entered instead, in
     # growing batches (an empty Megatron iter_ folder is a damaged save the tracker may name: checked)
-    candidates = [d for _step, d in sorted(wanted, key=lambda sd: (sd[0], sd[1])) if d not in empty]
+    candidates = [d for d in wanted if d not in empty] if empty else wanted
     newest: set[str] = set()
     end, batch = len(candidates), detail
     while len(newest) < detail and end > 0:
         take = candidates[max(0, end - max(batch, detail - len(newest))):end]
         end -= len(take)
         empty |= names.expand(take)
-        newest.update(d for d in take if d not in empty)
+        newest |= set(take).difference(empty)
         batch *= 2
-    all_steps = {d for _step, d in step_dirs}
-    unchecked = all_steps - newest - empty
+    all_steps = step_dirs
+    unchecked = step_dirs.keys() - newest - empty
     owner: dict[str, str | None] = {}
 
     def step_dir_of(directory: str) -> str | None:
@@ -621,7 +667,9 @@ def _large_tree_walk(names: _NameWalk, step_dirs: list[tuple[int, str]], detail:
     # an AReaL step folder found empty (and what is inside it) is left out: no checkpoint, no Path object
     # (100,000 of them cost seconds); list_checkpoints summarises them in one finding
     gone = empty  # AReaL step folders only
-    dirs = [Path(d) for d in names.dirs if not gone or (d not in gone and (d in all_steps or step_dir_of(d) not in gone))]
+    dirs = [Path(d) for d in names.dirs if not gone or d in all_steps or step_dir_of(d) not in gone]
+    if not gone or len(gone) < len(names.steps):  # else every step folder is empty: none to add
+        dirs += [Path(d) for d in names.steps if d not in gone]
     walk = WalkResult(dirs=dirs, truncated=names.truncated, unreadable=[Path(u) for u in names.unreadable])
     for directory, files in names.files.items():
         if step_dir_of(directory) in unchecked:
