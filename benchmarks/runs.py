@@ -96,7 +96,7 @@ def build_wandb(folder: Path, data: dict[str, np.ndarray]) -> None:
     steps = len(next(iter(data.values())))
     series_ = {k: (list(range(1, steps + 1)), v.tolist()) for k, v in data.items()}
     write_wandb([{"dir": str(folder / "run"), "name": "bench", "series": series_,
-                  "config": {"data": {"max_response_length": 1024}}}], folder)
+                  "config": {"data": {"max_response_length": 1024}}}], folder, timeout=3 * 3600)
 
 
 # ------------------------------------------------------------------ anchors --

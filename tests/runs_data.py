@@ -187,7 +187,7 @@ for job in jobs:
 """
 
 
-def write_wandb(jobs: list[dict[str, Any]], workdir: Path) -> list[Path]:
+def write_wandb(jobs: list[dict[str, Any]], workdir: Path, timeout: float = 300) -> list[Path]:
     """Runs through the real wandb SDK in offline mode, in a child process (``crash``: it dies mid-run,
     as a preempted spot instance does, and the last job only); the run folders they wrote."""
     env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DISABLE_GIT="true",
@@ -206,7 +206,7 @@ def write_wandb(jobs: list[dict[str, Any]], workdir: Path) -> list[Path]:
     jobs_file.write_text(json.dumps(spec))
     script = workdir / "write_runs.py"
     script.write_text(_WANDB_SCRIPT)
-    subprocess.run([sys.executable, str(script), str(jobs_file)], env=env, check=True, timeout=300,
+    subprocess.run([sys.executable, str(script), str(jobs_file)], env=env, check=True, timeout=timeout,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     out = []
     for job in spec:

@@ -184,3 +184,51 @@ def test_sparkline_shape_and_marker() -> None:
     first, second = text.splitlines()
     assert first.startswith("actor/entropy  █████▁▁▁▁▁  1 -> 0 (steps 0-99)")
     assert second.index("^") == len("actor/entropy  ") + 5 and second.endswith("^ step 50")
+
+
+def test_text_logs_and_run_folders_read_one_vocabulary_and_one_detector_file(tmp_path) -> None:
+    """A key the vocabulary maps feeds a text log's series as it feeds a run's concept; the text-log checks take
+    their thresholds from detectors.yaml, and a catalog's override of one threshold still applies."""
+    from rlmedic.tools.logs.diagnose import diagnose_text
+    from rlmedic.tools.logs.metrics import MetricCollector
+    from rlmedic.tools.logs.signatures import builtin_catalog
+
+    vocab = builtin_vocabulary()
+    mc = MetricCollector(builtin_catalog().metrics)
+    for kind, concept in vocab.log_series.items():
+        for fw in ("verl", "slime", "areal"):
+            key = KEYS[fw].get(concept)
+            if key:
+                assert vocab.pick(concept, [key], fw) == key
+                assert mc.kind_of(key) == kind, (key, kind)
+                assert mc.framework_of(key) in (fw, None)
+    assert mc.framework_of("ppo_actor/task_reward/avg") == "areal" and mc.framework_of("actor/pg_loss") == "verl"
+    rules = detectors.log_rules()
+    zero = next(r for r in builtin_rules()["rules"] if r["id"] == "zero-reward")
+    assert rules["zero_reward"]["min_steps"] == zero["min_steps"] and rules["zero_reward"]["card"] == zero["card"]
+    assert detectors.log_rules({"zero_reward": {"min_steps": 3}})["zero_reward"]["card"] == zero["card"]
+    # slime's rollout/response_len/mean was no text-log series before the vocabularies were one
+    text = "".join(f"step {i}: {{'rollout/response_len/mean': {300 + 100 * min(i, 6)}, 'train/loss': 0.1}}\n"
+                   for i in range(1, 12))
+    d = diagnose_text(text)
+    assert "rollout/response_len/mean" in d.stats["metrics"]["response_length"]
+    assert "response-length-cap" in [f.id for f in d.findings]
+
+
+def test_log_rules_validate() -> None:
+    data = copy.deepcopy(builtin_rules())
+    rule = next(r for r in data["rules"] if r["id"] == "no-eos")
+    rule["logs"]["check"] = "guess"
+    with pytest.raises(UserError, match="logs: needs a check"):
+        detectors.validate(data)
+    data = copy.deepcopy(builtin_rules())
+    del next(r for r in data["rules"] if r["id"] == "no-eos")["logs"]
+    with pytest.raises(UserError, match="unknown check"):
+        detectors.validate(data)  # a rule must run somewhere: on curves or on logs
+
+
+def test_one_watch_loop() -> None:
+    from rlmedic.tools.logs.watch import Ticking, Watcher
+    from rlmedic.tools.runs.watch import RunWatcher
+
+    assert RunWatcher.run is Watcher.run is Ticking.run

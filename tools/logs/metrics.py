@@ -10,8 +10,10 @@ Formats understood (the scanner hands over only lines containing a metric keywor
 * JSON lines: ``{"step": 3, "actor/pg_loss": 0.1, ...}``;
 * generic ``key: value`` / ``key=value`` pairs (verl ``step:3 - actor/pg_loss:0.12``).
 
-Which keys feed which series, which key names betray which framework, and the detection
-thresholds live in the catalog's ``metrics`` section (``tools/logs/signatures.yaml``).
+Which keys feed which series and which key names betray which framework come from the one
+metric vocabulary (``tools/runs/vocabulary.yaml``, read by run folders too); the detection
+rules and thresholds from the one detector file (``tools/runs/detectors.yaml``, its rules with
+a ``logs:`` check).
 
 Cost: a stats line costs one split or one compiled ``findall`` plus a dict lookup per key
 (key kinds are cached), so metric-dense logs scan about as fast as sparse ones. Memory is
@@ -108,12 +110,22 @@ class MetricCollector:
 
     @functools.cached_property
     def _kinds(self) -> list[tuple[str, list[re.Pattern[str]]]]:
-        """Series kind -> key patterns, compiled when the first metric key shows up (most logs have none)."""
-        return [(kind, [re.compile(p) for p in patterns]) for kind, patterns in (self.config.get("series") or {}).items()]
+        """Series kind -> key patterns, from the one metric vocabulary (``tools/runs/vocabulary.yaml``, its
+        ``log_series``), compiled when the first metric key shows up (most logs have none). A catalog that
+        still carries its own ``series`` (a team's override) is read as before."""
+        if self.config.get("series"):
+            return [(kind, [re.compile(p) for p in patterns]) for kind, patterns in self.config["series"].items()]
+        from rlmedic.tools.runs.vocabulary import builtin_vocabulary
+
+        return builtin_vocabulary().log_kinds()
 
     @functools.cached_property
     def _fw_rules(self) -> list[tuple[str, list[re.Pattern[str]]]]:
-        return [(fw, [re.compile(p) for p in patterns]) for fw, patterns in (self.config.get("frameworks") or {}).items()]
+        if self.config.get("frameworks"):
+            return [(fw, [re.compile(p) for p in patterns]) for fw, patterns in self.config["frameworks"].items()]
+        from rlmedic.tools.runs.vocabulary import builtin_vocabulary
+
+        return builtin_vocabulary().log_frameworks()
 
     def kind_of(self, key: str) -> str | None:
         if key not in self._kind_cache:
@@ -387,7 +399,11 @@ class MetricCollector:
     # -- detection -----------------------------------------------------------------
 
     def detect(self) -> list[MetricEvent]:
-        rules = self.config.get("rules") or {}
+        """The rules of ``tools/runs/detectors.yaml`` that name a text-log check (``logs:``), with the
+        catalog's ``rules`` laid over them (``watch --zero-reward-steps`` changes one threshold so)."""
+        from rlmedic.tools.runs.detectors import log_rules
+
+        rules = log_rules(self.config.get("rules"))
         events: list[MetricEvent] = []
         for s in self.primary("reward"):
             streak = self._zero_streak(s, rules.get("zero_reward"))
@@ -398,13 +414,13 @@ class MetricCollector:
                 if collapse:
                     events.append(collapse)
         if rules.get("nonfinite"):
-            for kind in ("grad_norm", "loss", "reward", "entropy"):
+            for kind in rules["nonfinite"].get("kinds") or ("grad_norm", "loss", "reward", "entropy"):
                 for s in self.primary(kind):
                     ev = self._nonfinite(s, rules["nonfinite"])
                     if ev:
                         events.append(ev)
         if rules.get("spike"):
-            for kind in ("grad_norm", "loss"):
+            for kind in rules["spike"].get("kinds") or ("grad_norm", "loss"):
                 for s in self.primary(kind):
                     ev = self._spike(s, rules["spike"])
                     if ev:

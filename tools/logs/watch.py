@@ -164,7 +164,34 @@ def _kind(finding: Any) -> str:
     return "failure"
 
 
-class Watcher:
+class Ticking:
+    """The loop both watchers share (this one of logs, ``tools/runs/watch.py``'s of run folders): tick every
+    ``options.interval`` seconds, hand each alert to the sink, close what was opened on the way out."""
+
+    options: WatchOptions
+
+    def tick(self) -> list[Alert]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what the watcher holds open (files followed)."""
+
+    def run(self, sink: Callable[[Alert], None], *, stop: threading.Event | None = None, once: bool = False) -> int:
+        """Tick every ``interval`` seconds (sleeping in between) until ``stop`` is set; returns alerts sent."""
+        stop = stop or threading.Event()
+        sent = 0
+        try:
+            while True:
+                for alert in self.tick():
+                    sink(alert)
+                    sent += 1
+                if once or stop.wait(self.options.interval):
+                    return sent
+        finally:
+            self.close()
+
+
+class Watcher(Ticking):
     """Follow ``paths`` and produce :class:`Alert` objects from :meth:`tick`."""
 
     def __init__(self, paths: list[str], options: WatchOptions | None = None, *,
@@ -372,16 +399,5 @@ class Watcher:
 
     # -- the loop ----------------------------------------------------------------
 
-    def run(self, sink: Callable[[Alert], None], *, stop: threading.Event | None = None, once: bool = False) -> int:
-        """Tick every ``interval`` seconds (sleeping in between) until ``stop`` is set; returns alerts sent."""
-        stop = stop or threading.Event()
-        sent = 0
-        try:
-            while True:
-                for alert in self.tick():
-                    sink(alert)
-                    sent += 1
-                if once or stop.wait(self.options.interval):
-                    return sent
-        finally:
-            self.follower.close()
+    def close(self) -> None:
+        self.follower.close()

@@ -318,6 +318,9 @@ _CURVE_CHECKS: dict[str, Callable[[dict[str, Any], Curve], Detection | None]] = 
     "spike": _spike_fast,
 }
 CHECKS = (*_CURVE_CHECKS, "length_cap", "diverge", "nonfinite", "stopped")
+#: the text-log checks (``tools/logs/metrics.py``) a rule's ``logs:`` may name
+LOG_CHECKS = ("zero_reward", "reward_collapse", "nonfinite", "spike", "length_cap", "no_eos")
+_NOT_THRESHOLDS = frozenset(("id", "check", "concept", "concepts", "other", "title", "fixes", "logs"))
 
 
 def detect(run: Run, vocab: Vocabulary, rules: list[dict[str, Any]] | None = None,
@@ -328,7 +331,9 @@ def detect(run: Run, vocab: Vocabulary, rules: list[dict[str, Any]] | None = Non
     out: list[Detection] = []
     zero_fired = False
     for rule in rules:
-        check = rule["check"]
+        check = rule.get("check")
+        if check is None:
+            continue  # a text-log rule (``logs:`` only)
         det: Detection | None = None
         if check in _CURVE_CHECKS:
             c = run.curves.get(keys.get(rule["concept"], ""))
@@ -365,7 +370,10 @@ def validate(data: Any) -> None:
         if not rid or rid in seen:
             raise UserError(f"detectors: every rule needs a unique id (got {rid!r})")
         seen.add(rid)
-        if rule.get("check") not in CHECKS:
+        logs = rule.get("logs")
+        if logs is not None and (not isinstance(logs, dict) or logs.get("check") not in LOG_CHECKS):
+            raise UserError(f"detectors: {rid}: logs: needs a check, one of {', '.join(LOG_CHECKS)}")
+        if rule.get("check") not in CHECKS and not (logs and "check" not in rule):
             raise UserError(f"detectors: {rid}: unknown check {rule.get('check')!r} (one of {', '.join(CHECKS)})")
         if rule.get("severity") not in SEVERITIES or not rule.get("title"):
             raise UserError(f"detectors: {rid}: needs a title and a severity")
@@ -375,8 +383,24 @@ def validate(data: Any) -> None:
             for fix in fixes:
                 if not fix.get("action") or fix.get("cite") not in cites:
                     raise UserError(f"detectors: {rid}/{fw}: every fix needs an action and a known cite")
-        if not (rule.get("fixes") or {}).get("generic") and rule["check"] != "stopped":
+        if "check" in rule and not (rule.get("fixes") or {}).get("generic") and rule["check"] != "stopped":
             raise UserError(f"detectors: {rid}: needs a generic fix (a run whose framework is unknown)")
+
+
+def log_rules(overrides: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Text-log check name -> its thresholds, card, category and severity (and ``kinds``/``cards``), from the
+    rules with ``logs:``; ``overrides`` (a catalog's ``metrics.rules``) laid over them key by key."""
+    out: dict[str, dict[str, Any]] = {}
+    for rule in builtin_rules()["rules"]:
+        logs = rule.get("logs")
+        if logs:
+            params = {k: v for k, v in rule.items() if k not in _NOT_THRESHOLDS}
+            params.update({k: v for k, v in logs.items() if k != "check"})
+            out[logs["check"]] = params
+    for name, extra in (overrides or {}).items():
+        if isinstance(extra, dict):
+            out[name] = {**out.get(name, {}), **extra}
+    return out
 
 
 @functools.lru_cache(maxsize=1)

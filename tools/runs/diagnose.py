@@ -188,6 +188,8 @@ def _checked(run: Run, keys: dict[str, str]) -> list[str]:
     done, missing = [], []
     for rule in rules:
         concept = rule.get("concept")
+        if "check" not in rule:
+            continue  # a text-log rule
         if rule["check"] == "stopped":
             done.append("stopped run (exit record, age of the files)")
         elif rule["check"] == "nonfinite":

@@ -40,6 +40,22 @@ class Vocabulary:
             self.concepts[name] = Concept(name, spec["label"], spec["direction"], pats,
                                           {fw: entry.get("source", "") for fw, entry in spec["keys"].items()})
         self.framework_rules = {fw: tuple(re.compile(p) for p in pats) for fw, pats in data["frameworks"].items()}
+        #: text logs' series name -> the concept whose keys feed it
+        self.log_series: dict[str, str] = dict(data.get("log_series") or {})
+
+    def log_kinds(self) -> list[tuple[str, list[re.Pattern[str]]]]:
+        """Text logs' series: ``(name, patterns)`` in the order a key is tried, each concept's patterns in
+        :meth:`pick`'s order (verl's, slime's, AReaL's, generic), anchored at both ends for ``search``."""
+        out = []
+        for kind, concept in self.log_series.items():
+            c = self.concepts[concept]
+            pats = [rx for fw in (*FRAMEWORKS, "generic") for rx in c.patterns.get(fw, ())]
+            out.append((kind, [re.compile(rf"^(?:{rx.pattern})\Z") for rx in pats]))
+        return out
+
+    def log_frameworks(self) -> list[tuple[str, list[re.Pattern[str]]]]:
+        """The key names only one framework writes, anchored for ``search`` (text logs' framework_of)."""
+        return [(fw, [re.compile(rf"^(?:{rx.pattern})\Z") for rx in rxs]) for fw, rxs in self.framework_rules.items()]
 
     @functools.cached_property
     def _known(self) -> tuple[re.Pattern[str], ...]:
@@ -138,7 +154,13 @@ def validate(data: Any) -> None:
         if fw not in FRAMEWORKS:
             raise UserError(f"vocabulary: frameworks: unknown framework {fw!r}")
         for p in pats:
-            re.compile(p)
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise UserError(f"vocabulary: frameworks/{fw}: bad pattern {p!r}: {exc}") from None
+    for kind, concept in (data.get("log_series") or {}).items():
+        if not re.fullmatch(r"[a-z_]+", str(kind)) or concept not in data["concepts"]:
+            raise UserError(f"vocabulary: log_series: {kind!r} must name a known concept (got {concept!r})")
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,7 +1,7 @@
 """Watch live W&B and TensorBoard run folders (and metric dumps) as ``rlmedic watch`` follows a log.
 
-:class:`RunWatcher` has :class:`~rlmedic.tools.logs.watch.Watcher`'s interface (``tick``,
-``run``) and alerts. On a tick it looks at the sizes and modification times of each run's
+:class:`RunWatcher` is a :class:`~rlmedic.tools.logs.watch.Ticking` as the log
+:class:`~rlmedic.tools.logs.watch.Watcher` is (one ``run`` loop; its own ``tick``) and sends the same alerts. On a tick it looks at the sizes and modification times of each run's
 files; only a run whose files changed is read again and checked with the rules of
 ``detectors.yaml``. One alert per incident: an incident is its rule and its first step, so
 a collapse found again on the next tick is not posted twice. A run whose files stop
@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import copy
 import os
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from rlmedic.redact import redact
-from rlmedic.tools.logs.watch import Alert, WatchOptions, Watcher
+from rlmedic.tools.logs.watch import Alert, Ticking, WatchOptions, Watcher
 
 _KINDS = {"zero-reward": "zero_reward", "nonfinite": "nan", "grad-norm-spike": "grad_spike", "run-stopped": "stall"}
 
 
-class RunWatcher:
+class RunWatcher(Ticking):
     def __init__(self, paths: list[str], options: WatchOptions | None = None, *,
                  clock: Callable[[], float] = time.time) -> None:
         from rlmedic.tools.runs.locate import run_kind
@@ -94,7 +93,7 @@ class RunWatcher:
                 stale_check = key in self.last  # an unchanged run is checked only for having stopped
                 if sig == self.seen.get(key) and stale_check:
                     run = self.last[key]
-                    rules = [r for r in self._rules() if r["check"] == "stopped"]
+                    rules = [r for r in self._rules() if r.get("check") == "stopped"]
                 else:
                     self.seen[key] = sig
                     try:
@@ -130,7 +129,7 @@ class RunWatcher:
         if run.log_file and run.log_file not in self.logs:
             self.logs.append(run.log_file)
             if self.log_watcher is not None:
-                self.log_watcher.follower.close()
+                self.log_watcher.close()
             self.log_watcher = None  # made again with the new file on this tick
 
     @staticmethod
@@ -143,16 +142,6 @@ class RunWatcher:
                      sources=[str(c) for c in finding.citations] + [str(c) for f in finding.fixes[:1] for c in f.citations],
                      severity=finding.severity)
 
-    def run(self, sink: Callable[[Alert], None], *, stop: threading.Event | None = None, once: bool = False) -> int:
-        stop = stop or threading.Event()
-        sent = 0
-        try:
-            while True:
-                for alert in self.tick():
-                    sink(alert)
-                    sent += 1
-                if once or stop.wait(self.options.interval):
-                    return sent
-        finally:
-            if self.log_watcher is not None:
-                self.log_watcher.follower.close()
+    def close(self) -> None:
+        if self.log_watcher is not None:
+            self.log_watcher.close()
