@@ -154,6 +154,9 @@ def test_a_zip_of_several_runs_is_read_whole(wandb_runs, tmp_path: Path) -> None
     ids = {f.id: f for f in d.findings}
     assert {"length-cap", "entropy-collapse"} <= set(ids)
     assert ids["length-cap"].summary.startswith("length_cap-verl: ")  # the run's name
+    from rlmedic.tools.runs.chart import caption
+
+    assert caption(ids["length-cap"]).startswith("length_cap-verl: response_length/clip_ratio (blue)")  # web, Slack
     assert all(r["path"].startswith(str(archive) + ":") for r in d.stats["runs"])
     assert not list(tmp_path.glob("rlmedic-runs-*"))
 

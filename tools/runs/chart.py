@@ -102,7 +102,8 @@ def caption(finding: Any) -> str:
     ev = finding.evidence if hasattr(finding, "evidence") else finding.get("evidence") or {}
     plot = ev.get("plot") or {}
     names = [f"{k} ({c})" for k, c in zip(plot.get("curves") or {}, ("blue", "green", "purple"))]
-    return f"{', '.join(names)} by step; the red line marks step {plot.get('step')}"
+    label = f"{ev['label']}: " if ev.get("label") else ""  # which run, when several were read (a zip of runs)
+    return f"{label}{', '.join(names)} by step; the red line marks step {plot.get('step')}"
 
 
 def finding_png(finding: Any) -> bytes | None:

@@ -158,8 +158,9 @@ def finding_for(det: Detection, run: Run, *, label: str = "") -> Finding:
     if run.framework:
         evidence["framework"] = run.framework
     summary = _summary(det, run)
-    if label:
+    if label:  # one of several runs (a wandb/ folder with --all, a zip): its findings and pictures say which
         summary = f"{label}: {summary}"
+        evidence["label"] = label
     card = str(rule.get("card") or "")
     citations = [Citation.card(card)] if card else []
     severity = rule["severity"]
