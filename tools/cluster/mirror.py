@@ -33,16 +33,35 @@ ANCHOR_BYTES = 2048
 SKIPPED_MARK = b"[rlmedic: lines between two looks at the cluster were not fetched]\n"
 
 
+def _env_bytes(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UserError(f"{name}={raw}: not a number of bytes") from None
+    if value < 1024:
+        raise UserError(f"{name}={raw}: give at least 1024 bytes")
+    return value
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on one sync: bytes per file (its end), bytes in all, lines asked per file, parallel requests."""
+    """Bounds on one sync: bytes per file (its end), bytes in all, lines asked per file, parallel requests.
+    ``RLMEDIC_RAY_MAX_FILE_BYTES`` and ``RLMEDIC_RAY_MAX_BYTES`` change the first two (:meth:`from_env`)."""
 
-    per_file: int = 512 * 1024
-    total: int = 32 * 1024 * 1024
-    lines: int = 20_000
+    per_file: int = 256 * 1024
+    total: int = 16 * 1024 * 1024
+    lines: int = 10_000
     parallel: int = 8
     #: below this share of a file left in the total budget, the file is skipped (named in ``skipped``)
     min_file: int = 4 * 1024
+
+    @classmethod
+    def from_env(cls) -> Limits:
+        per_file = _env_bytes("RLMEDIC_RAY_MAX_FILE_BYTES", cls.per_file)
+        return cls(per_file=per_file, total=max(per_file, _env_bytes("RLMEDIC_RAY_MAX_BYTES", cls.total)))
 
 
 @dataclass
@@ -87,7 +106,7 @@ class Mirror:
         self.resolved = resolved or resolve(address)
         self.job_wanted = job
         self.since = since_minutes
-        self.limits = limits or Limits()
+        self.limits = limits or Limits.from_env()
         self.folder = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="rlmedic-ray-"))
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.client = StateClient(self.resolved.dashboard, max_connections=max(4, self.limits.parallel))
@@ -154,30 +173,35 @@ class Mirror:
         return listings, skipped
 
     def _fetch(self, plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+        """Tails in parallel, in rounds: each round gives the next files in plan order a share of what is
+        left of the total (at most ``per_file`` each); what a short file leaves unused goes to the next round."""
         lim = self.limits
         left = lim.total
-        jobs: list[tuple[Any, int]] = []
-        skipped: list[dict[str, str]] = []
-        for pf in plan.files:  # budget in plan order: the most telling files first
-            share = min(lim.per_file, left)
-            if share < min(lim.min_file, lim.per_file):
-                skipped.append({"file": pf.local, "reason": f"over the total cap of {lim.total} bytes"})
-                continue
-            left -= share
-            jobs.append((pf, share))
+        pending = list(plan.files)
         done: list[dict[str, Any]] = []
+        skipped: list[dict[str, str]] = []
+        floor = min(lim.min_file, lim.per_file)
         with ThreadPoolExecutor(max_workers=lim.parallel) as pool:
-            futures = [(pf, pool.submit(self.client.tail, pf.node.node_id, pf.filename,
-                                        lines=lim.lines, max_bytes=share)) for pf, share in jobs]
-            for pf, fut in futures:
-                try:
-                    data, cut = fut.result()
-                except StateAPIError as exc:
-                    skipped.append({"file": pf.local, "reason": str(exc)})
-                    continue
-                written = self._append(pf.local, data)
-                done.append({"local": pf.local, "node_ip": pf.node.ip, "node_id": pf.node.node_id,
-                             "who": pf.who, "file": pf.filename, "bytes": written, "cut": cut})
+            while pending and left >= floor:
+                batch: list[tuple[Any, int]] = []
+                budget = left
+                while pending and budget >= floor:
+                    share = min(lim.per_file, budget)
+                    batch.append((pending.pop(0), share))
+                    budget -= share
+                futures = [(pf, pool.submit(self.client.tail, pf.node.node_id, pf.filename,
+                                            lines=lim.lines, max_bytes=share)) for pf, share in batch]
+                for pf, fut in futures:
+                    try:
+                        data, cut = fut.result()
+                    except StateAPIError as exc:
+                        skipped.append({"file": pf.local, "reason": str(exc)})
+                        continue
+                    left -= len(data)
+                    written = self._append(pf.local, data)
+                    done.append({"local": pf.local, "node_ip": pf.node.ip, "node_id": pf.node.node_id,
+                                 "who": pf.who, "file": pf.filename, "bytes": written, "cut": cut})
+        skipped += [{"file": pf.local, "reason": f"over the total cap of {lim.total} bytes"} for pf in pending]
         return done, skipped
 
     # ------------------------------------------------------------------ the folder --
