@@ -40,6 +40,7 @@ class FakeState:
     listings: dict[str, dict[str, list[str]]]
     files: dict[str, dict[str, bytes]]
     latency_s: float = 0.0
+    token: str = ""  # set: every request must carry "Authorization: Bearer <token>" (RAY_AUTH_MODE=token)
     requests: list[tuple[str, str, dict[str, list[str]]]] = field(default_factory=list)
 
     def append(self, node_id: str, name: str, more: bytes) -> None:
@@ -147,6 +148,14 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query)
         st = self.state
         st.requests.append(("GET", parts.path, query))
+        if st.token and self.headers.get("Authorization") != f"Bearer {st.token}":
+            body = b"Unauthorized: Missing authentication token"
+            self.send_response(401)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         if st.latency_s:
             time.sleep(st.latency_s)
         path = parts.path

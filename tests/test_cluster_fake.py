@@ -251,6 +251,19 @@ def test_a_server_that_is_not_a_ray_dashboard_or_too_old_is_one_line() -> None:
         srv.server_close()
 
 
+def test_a_dashboard_with_token_auth_gets_ray_auth_token_and_says_so_without_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = recorded()
+    state.token = "s3cret-token-value"
+    with FakeDashboard(state) as url:
+        monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+        with pytest.raises(UserError) as err:
+            collect(url, folder=tmp_path / "a")
+        assert "wants Ray's auth token (set RAY_AUTH_TOKEN)" in str(err.value)
+        monkeypatch.setenv("RAY_AUTH_TOKEN", state.token)
+        assert len(collect(url, folder=tmp_path / "b").files) == 5
+
+
 def test_a_gcs_address_without_the_ray_extra_is_one_line_naming_the_extra(tmp_path: Path) -> None:
     import socket
 

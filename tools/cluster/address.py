@@ -97,6 +97,8 @@ def resolve(address: str) -> Resolved:
         try:
             info = client.version()
         except StateAPIError as exc:
+            if "auth token" in str(exc):
+                raise UserError(f"--ray-address {given}: {exc}") from None
             raise UserError(f"--ray-address {given}: {dashboard} is not a Ray dashboard ({exc})") from None
     version = str(info.get("ray_version") or "")
     v = _version_tuple(version)

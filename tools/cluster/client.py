@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import os
+
 import httpx
 
 from rlmedic.errors import UserError
@@ -33,10 +35,14 @@ class StateClient:
     def __init__(self, base_url: str, *, timeout: float = 30.0, headers: dict[str, str] | None = None,
                  max_connections: int = 16) -> None:
         self.base_url = base_url.rstrip("/")
+        headers = dict(headers or {})
+        token = os.environ.get("RAY_AUTH_TOKEN", "").strip()
+        if token and "Authorization" not in headers:  # a cluster started with RAY_AUTH_MODE=token
+            headers["Authorization"] = f"Bearer {token}"
         # trust_env=False: a dashboard sits on the cluster's network; a proxy from the environment
         # would carry the cluster's logs elsewhere
         self.http = httpx.Client(
-            base_url=self.base_url, timeout=timeout, headers=headers or {}, trust_env=False,
+            base_url=self.base_url, timeout=timeout, headers=headers, trust_env=False,
             limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
             follow_redirects=False,
         )
@@ -57,6 +63,9 @@ class StateClient:
             r = self.http.get(path, params=params)
         except httpx.HTTPError as exc:
             raise StateAPIError(f"{self.base_url}{path}: {type(exc).__name__}: {exc}") from exc
+        if r.status_code in (401, 403):
+            raise StateAPIError(f"{self.base_url}{path}: HTTP {r.status_code}: the dashboard wants Ray's auth token "
+                                "(set RAY_AUTH_TOKEN)")
         try:
             body = r.json()
         except ValueError:
