@@ -337,7 +337,7 @@ def test_wandb_history_short_form_equals_wandbs_protobuf_parse(tmp_path: Path, m
 
     fast = Run(path="a", source="wandb", name="a")
     wb.read_transaction_log(data, fast)
-    monkeypatch.setattr(wb, "_history_fast", lambda payload: None)
+    monkeypatch.setattr(wb, "_history_fast", lambda payload, wanted=None: None)
     slow = Run(path="b", source="wandb", name="b")
     wb.read_transaction_log(data, slow)
     assert fast.curves.keys() == slow.curves.keys() == {*series, "nested/a"}

@@ -37,12 +37,9 @@ def load_run(kind: str, path: Path, confinement: Any = None) -> Run:
 
     vocab = builtin_vocabulary()
 
-    def select(keys: list[str]) -> set[str]:
-        # only the numbers the checks read are parsed (most of a long run's cost); every key is still listed
-        return set(vocab.assign(keys, vocab.framework_of(keys)).values())
-
+    # only the numbers some concept may read are parsed (most of a long run's cost); every key is still listed
     if kind == "wandb-run":
-        run = wandb.read_run(path, confinement, select=select)
+        run = wandb.read_run(path, confinement, keep=vocab.known)
     elif kind == "tensorboard":
         run = tensorboard.read_logdir(path, confinement, keep=vocab.known)
     elif kind == "dump":

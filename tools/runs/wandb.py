@@ -101,6 +101,10 @@ def _load_protos_only() -> Any:
     return loaded["wandb_internal_pb2"]
 
 
+#: the CRC of each chunk type byte, which every chunk's CRC starts from
+_KIND_CRC = [zlib.crc32(bytes((k,))) for k in range(256)]
+
+
 def records(data: bytes) -> Any:
     """The record payloads of a transaction log (a torn last chunk is dropped: the run may still be writing)."""
     if not data.startswith(HEADER):
@@ -108,6 +112,7 @@ def records(data: bytes) -> Any:
     pos, size = HEADER_LEN, len(data)
     pending: list[bytes] = []
     unpack = struct.Struct("<IHB").unpack_from
+    crc32 = zlib.crc32
     while pos + CHUNK_HEADER <= size:
         room = BLOCK - (pos % BLOCK)
         if room < CHUNK_HEADER:
@@ -122,7 +127,7 @@ def records(data: bytes) -> Any:
                 continue
             break
         chunk = data[start:end]
-        if zlib.crc32(chunk, zlib.crc32(bytes((kind,)))) & 0xFFFFFFFF != crc:
+        if crc32(chunk, _KIND_CRC[kind]) != crc:
             break  # damaged or half-written: stop at the last good record
         pos = end
         if kind == FULL:
@@ -135,36 +140,6 @@ def records(data: bytes) -> Any:
             pending.append(chunk)
             yield b"".join(pending)
             pending = []
-
-
-def _group(items: list[tuple[bytes, bytes]], steps: list[int], counts: list[int], walls: list[bytes],
-           select: Callable[[list[str]], set[str]] | None = None) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
-    """key -> (steps, values) from the items of all history records at once (numpy does the grouping),
-    and every key seen. ``select`` picks, from all keys, those whose values are parsed (the ones the
-    checks read: parsing a number is most of the cost of a long run); None parses all."""
-    import numpy as np
-
-    if not items:
-        return {}, []
-    raws = [k for k, _v in items]
-    ids_of: dict[bytes, int] = {raw: i for i, raw in enumerate(dict.fromkeys(raws))}
-    names = {raw: raw.decode("utf-8", "replace") for raw in ids_of}
-    every = [n for n in names.values() if not n.startswith("_")]
-    wanted = select(every) if select is not None else set(every)
-    ids = np.fromiter(map(ids_of.__getitem__, raws), dtype=np.int32, count=len(raws))
-    item_steps = np.repeat(np.asarray(steps, dtype=np.int64), counts)
-    out: dict[str, tuple[Any, Any]] = {}
-    order = np.argsort(ids, kind="stable")
-    bounds = np.searchsorted(ids[order], np.arange(len(ids_of) + 1))
-    for raw, i in ids_of.items():
-        key = names[raw]
-        sel = order[bounds[i]:bounds[i + 1]].tolist()
-        if key == "_timestamp":
-            walls += [items[j][1] for j in sel]
-        if key not in wanted:
-            continue
-        out[key] = (item_steps[sel], np.asarray(_floats([items[j][1] for j in sel]), dtype=np.float64))
-    return out, every
 
 
 def _floats(raw: Any) -> list[float]:
@@ -190,11 +165,53 @@ def _number(raw: str) -> float | None:
 
 
 #: One history item with a number in its short form: HistoryItem{nested_key (2): one part, value_json (16)}
-#: with one-byte lengths (wandb 0.2x writes every key so); any other form is left to the protobuf parse
-_ITEM = re.compile(rb"\n[\x00-\x7f]\x12[\x00-\x7f]([^\x00-\x1f\x82]+)\x82\x01[\x00-\x7f]([-+0-9.eENaInfity]+)")
+#: with one-byte lengths (wandb 0.2x writes every key so); any other form is left to the protobuf parse.
+#: Only the key is captured: every item is matched (to list every key, and to be sure the record is all in
+#: this form), the values of the keys the checks read come from :func:`_values_pattern`.
+_ITEM_KEY = re.compile(rb"\n[\x00-\x7f]\x12[\x00-\x7f]([^\x00-\x1f\x82]+)\x82\x01[\x00-\x7f][-+0-9.eENaInfity]+")
 _VALUE_TAG = b"\x82\x01"
+_STEP, _WALL = b"_step", b"_timestamp"
 #: A record's type is the field after its number: history (2) and summary (3) are most of a log
 _HISTORY, _SUMMARY = 0x12, 0x1A
+
+
+def _values_pattern(keys: set[bytes]) -> re.Pattern[bytes]:
+    """The short-form items of ``keys`` only, capturing (key, value): a record's few wanted numbers
+    without a Python object for each of its other items."""
+    alts = b"|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
+    return re.compile(rb"\n[\x00-\x7f]\x12[\x00-\x7f](" + alts + rb")\x82\x01[\x00-\x7f]([-+0-9.eENaInfity]+)")
+
+
+def _group(steps: list[int], items: list[list[tuple[bytes, bytes]]], walls: list[Any]) -> dict[str, tuple[Any, Any]]:
+    """key -> (steps, values) from the short-form records' items, grouped by numpy (no Python loop over
+    the items); ``_timestamp`` values go to ``walls``, ``_step`` is left out (it is each item's step)."""
+    import itertools
+    from operator import itemgetter
+
+    import numpy as np
+
+    flat = list(itertools.chain.from_iterable(items))
+    if not flat:
+        return {}
+    keys = list(map(itemgetter(0), flat))
+    raw = list(map(itemgetter(1), flat))
+    ids_of = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    ids = np.fromiter(map(ids_of.__getitem__, keys), dtype=np.int32, count=len(keys))
+    item_steps = np.repeat(np.asarray(steps, dtype=np.int64), list(map(len, items)))
+    try:
+        values = np.array(raw, dtype=np.float64)  # numpy parses the JSON numbers (NaN, Infinity too)
+    except ValueError:
+        values = np.asarray(_floats(raw), dtype=np.float64)
+    order = np.argsort(ids, kind="stable")
+    bounds = np.searchsorted(ids[order], np.arange(len(ids_of) + 1))
+    out: dict[str, tuple[Any, Any]] = {}
+    for key, i in ids_of.items():
+        sel = order[bounds[i]:bounds[i + 1]]
+        if key == _WALL:
+            walls += values[sel].tolist()
+        elif key != _STEP:
+            out[key.decode("utf-8", "replace")] = (item_steps[sel], values[sel])
+    return out
 
 
 def _record_field(payload: bytes) -> int:
@@ -207,48 +224,57 @@ def _record_field(payload: bytes) -> int:
     return payload[i + 1] if i + 1 < len(payload) else 0
 
 
-_STEP_ITEM = re.compile(rb"\n[\x00-\x7f]\x12\x05_step\x82\x01[\x00-\x7f]([0-9]+)(?=\n|\x12|\xc2\x0c|$)")
-
-
-def _history_fast(payload: bytes) -> tuple[int, list[tuple[bytes, bytes]]] | None:
-    """The step and numeric items of a history record read off its bytes, or None when a field did not fit
-    the short form (then the protobuf parse reads it): every value_json tag must belong to a matched item."""
-    items = _ITEM.findall(payload)
-    if len(items) != payload.count(_VALUE_TAG):
+def _history_fast(payload: bytes, wanted: re.Pattern[bytes] = _values_pattern({_STEP})
+                  ) -> tuple[list[bytes], list[tuple[bytes, bytes]]] | None:
+    """Every key of a history record and the (key, value) items of the wanted keys, read off its bytes;
+    None when a field did not fit the short form (then the protobuf parse reads it): every value_json
+    tag must belong to a matched item, and the record must log ``_step``."""
+    keys = _ITEM_KEY.findall(payload)
+    if len(keys) != payload.count(_VALUE_TAG) or _STEP not in keys:
         return None
-    m = _STEP_ITEM.search(payload)
-    if m is None:
-        return None
-    return int(m.group(1)), items
+    return keys, wanted.findall(payload)
 
 
 def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
-                         select: Callable[[list[str]], set[str]] | None = None) -> list[str]:
+                         keep: Callable[[str], bool] | None = None) -> list[str]:
     """Fill ``run`` from a transaction log's bytes; the console lines it carried (bounded).
 
     History records (one per logged step, most of the file with summary records) are read off
-    their bytes (:func:`_history_fast`) and summary records skipped unparsed; everything else,
-    and any history record the short form does not fit, goes through wandb's ``Record``."""
+    their bytes (:func:`_history_fast`): every key is listed, and only the values of the keys
+    ``keep`` accepts (those the checks may read; None: all) are parsed. Summary records are skipped
+    unparsed; everything else, and any history record the short form does not fit, goes through
+    wandb's ``Record``."""
     pb = _pb()
     record = pb.Record()
     slow: dict[str, tuple[list[int], list[float]]] = {}
-    walls: list[bytes] = []
+    walls: list[Any] = []
     output: list[str] = []
     number = _number
-    #: the short-form history items of all records, and each record's step and item count
-    items: list[tuple[bytes, bytes]] = []
+    known: set[bytes] = set()
+    wanted: set[bytes] = {_STEP, _WALL}
+    values_rx = _values_pattern(wanted)
+    #: per short-form history record: its step and its wanted (key, value) items, grouped at the end
     steps: list[int] = []
-    counts: list[int] = []
+    items: list[list[tuple[bytes, bytes]]] = []
     for payload in records(data):
         field = _record_field(payload)
         if field == _SUMMARY:
             continue
         if field == _HISTORY:
-            fast = _history_fast(payload)
+            fast = _history_fast(payload, values_rx)
             if fast is not None:
-                steps.append(fast[0])
-                counts.append(len(fast[1]))
-                items += fast[1]
+                keys, vals = fast
+                if not known.issuperset(keys):  # new keys: list them, and read the wanted ones from here on
+                    new = set(keys) - known
+                    known |= new
+                    more = {k for k in new if not k.startswith(b"_")
+                            and (keep is None or keep(k.decode("utf-8", "replace")))}
+                    if more:
+                        wanted |= more
+                        values_rx = _values_pattern(wanted)
+                        vals = values_rx.findall(payload)
+                steps.append(int(dict(vals)[_STEP]))
+                items.append(vals)
                 continue
         record.ParseFromString(payload)
         kind = record.WhichOneof("record_type")
@@ -259,18 +285,18 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
                 key = "/".join(item.nested_key) if item.nested_key else item.key
                 if key.startswith("_"):
                     if key == "_timestamp":
-                        walls.append(item.value_json.encode())
+                        walls.append(item.value_json)
                     elif key == "_step" and not step:
                         step = int(number(item.value_json) or 0)
                     continue
                 v = number(item.value_json)
                 if v is None:
                     continue
-                entry = slow.get(key)
-                if entry is None:
-                    entry = slow[key] = ([], [])
-                entry[0].append(step)
-                entry[1].append(v)
+                entry2 = slow.get(key)
+                if entry2 is None:
+                    entry2 = slow[key] = ([], [])
+                entry2[0].append(step)
+                entry2[1].append(v)
         elif kind == "run":
             for c in record.run.config.update:
                 key = "/".join(c.nested_key) if c.nested_key else c.key
@@ -290,8 +316,9 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
             output.append(line)
             if len(output) > 2 * MAX_OUTPUT_LINES:
                 del output[:MAX_OUTPUT_LINES]
-    series, every = _group(items, steps, counts, walls, select)
-    run.keys = sorted(set(run.keys) | set(every) | set(slow))
+    every = {k.decode("utf-8", "replace") for k in known if not k.startswith(b"_")}
+    run.keys = sorted(set(run.keys) | every | set(slow))
+    series = _group(steps, items, walls)
     for key in {*series, *slow}:
         k_steps, values = series.get(key, ([], []))
         if key in slow:
@@ -302,7 +329,7 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
     wall_values = [w for w in _floats(walls) if math.isfinite(w)]
     if wall_values:
         run.last_wall = max(wall_values)
-        run.step_interval = median_interval(wall_values)
+        run.step_interval = median_interval(wall_values[-10_000:])
     run.config.update(_flat_config(run.config))
     return output[-MAX_OUTPUT_LINES:]
 
@@ -338,7 +365,7 @@ def _walk(value: Any, prefix: str) -> Any:
         yield prefix, value
 
 
-def read_run(path: Path, confinement: Any = None, select: Callable[[list[str]], set[str]] | None = None) -> Run:
+def read_run(path: Path, confinement: Any = None, keep: Callable[[str], bool] | None = None) -> Run:
     """One W&B run folder (or its ``.wandb`` file) as a :class:`Run`."""
     folder = path.parent if path.is_file() else path
     logs = [path] if path.is_file() else sorted(folder.glob("run-*.wandb"))
@@ -351,7 +378,7 @@ def read_run(path: Path, confinement: Any = None, select: Callable[[list[str]], 
         data = read_file_bytes(log, confinement)
         mtimes.append(os.stat(log).st_mtime)
         try:
-            output = read_transaction_log(data, run, select=select) or output
+            output = read_transaction_log(data, run, keep=keep) or output
         except UserError as exc:
             raise UserError(f"{log}: {exc}") from None
     files = folder / "files"
