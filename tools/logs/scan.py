@@ -55,7 +55,15 @@ READ_PIECE = 1 << 20  # bytes per read call (a failing gzip read loses at most t
 #: (each series keeps its newest points only, and a line naming nan or inf is always fed): 64 MiB of
 #: key=value lines cost 45-66 s, nearly all of it parsing points that were then dropped.
 METRIC_LINES_FULL = 50_000
-_NAN_OR_INF = re.compile(rb"(?i)nan|inf")
+#: The last stretch of a file (bytes) read for metrics in full even past the budget: how a run ends.
+METRIC_TAIL_FULL = 1 << 20
+#: A nan or inf spelled as a value (``loss=nan``, ``tensor(-inf)``, ``Infinity``), not inside a word (``INFO``).
+_NON_FINITE = re.compile(rb"(?i)(?<![a-z])(?:nan|inf(?:inity)?)(?![a-z])")
+#: The same for Hyperscan (no lookarounds; ``^``/``$`` at line ends): a report lies on the value's line.
+_NON_FINITE_HS = rb"(?:^|[^a-z\n])(?:nan|inf(?:inity)?)(?:[^a-z\n]|$)"
+_NON_FINITE_ONLY = frozenset({"#nonfinite"})
+#: AReaL's step line: it comes before its stats table, which takes the step from it.
+_STEP_LINE = b"Train step"
 DEFAULT_MAX_SCAN_BYTES = 64 << 30
 #: Bytes read from stdin or a pipe at most (``RLMEDIC_MAX_STDIN_BYTES``): a pipe may never end
 #: (``tail -f``), and what came through it is the only copy, so the cap is tighter than for files.
@@ -107,7 +115,7 @@ class PythonEngine:
             for k in keep:
                 if k in text:
                     merged[k] |= owners
-        self.owners: list[frozenset[str]] = [frozenset(merged[k]) for k in keep]
+        self.owners: list[frozenset[str]] = [frozenset(merged[k]) for k in keep] + [_NON_FINITE_ONLY]
         self._needles = [(k.encode(), i) for i, k in enumerate(keep)]
 
     def scan(self, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
@@ -123,6 +131,11 @@ class PythonEngine:
         out.sort()
         return out
 
+    def scan_sparse(self, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
+        """What :meth:`HyperscanEngine.scan_sparse` reports, and more: every literal (the scanner skips
+        the stats lines it does not want; this engine has no cheaper way to leave them out)."""
+        return self.scan(buf, start, end)
+
 
 class HyperscanEngine:
     """Literal search with Intel Hyperscan (all literals in one pass, SIMD)."""
@@ -132,14 +145,34 @@ class HyperscanEngine:
     def __init__(self, literals: list[tuple[Literal, frozenset[str]]]) -> None:
         import hyperscan
 
-        self.owners = [owners for _lit, owners in literals]
+        self._hyperscan = hyperscan
+        self.owners = [owners for _lit, owners in literals] + [_NON_FINITE_ONLY]
         lits = [lit for lit, _owners in literals]
         exprs = [re.escape(lit.text).encode() for lit in lits]
         flags = [hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in lits]
         self._db = _hyperscan_database(hyperscan, exprs, flags)
-        self._lengths = [len(lit.text.encode()) for lit in lits]
+        # a non-finite value is reported one character past its end (or at its last one): on its line
+        self._lengths = [len(lit.text.encode()) for lit in lits] + [1]
+        # the sparse database (built on first use): the literals of signatures, AReaL's step line, non-finite values
+        self._sparse_parts = [(i, e, f) for i, (e, f, (lit, owners)) in enumerate(zip(exprs, flags, literals))
+                              if owners != _METRIC_ONLY or lit.text == _STEP_LINE.decode()]
+        self._sparse: Any = None
 
     def scan(self, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
+        return self._scan(self._db, buf, start, end)
+
+    def scan_sparse(self, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
+        """Reports of signature literals, of AReaL's step line and of non-finite values only: the stats
+        lines of a part of a file read for signatures alone cost no call each."""
+        if self._sparse is None:
+            hs = self._hyperscan
+            ids = [i for i, _e, _f in self._sparse_parts] + [len(self.owners) - 1]
+            exprs = [e for _i, e, _f in self._sparse_parts] + [_NON_FINITE_HS]
+            flags = [f for _i, _e, f in self._sparse_parts] + [hs.HS_FLAG_CASELESS | hs.HS_FLAG_MULTILINE]
+            self._sparse = _hyperscan_database(hs, exprs, flags, ids, kind="hyperscan-sparse")
+        return self._scan(self._sparse, buf, start, end)
+
+    def _scan(self, db: Any, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
         append = out.append
         lengths = self._lengths
@@ -147,23 +180,26 @@ class HyperscanEngine:
         def on_match(idx: int, _from: int, to: int, _flags: int, _ctx: Any) -> None:
             append((start + to - lengths[idx], idx))
 
-        self._db.scan(memoryview(buf)[start:end], match_event_handler=on_match)
+        db.scan(memoryview(buf)[start:end], match_event_handler=on_match)
         out.sort()
         return out
 
 
-def _hyperscan_database(hyperscan: Any, exprs: list[bytes], flags: list[int]) -> Any:
+def _hyperscan_database(hyperscan: Any, exprs: list[bytes], flags: list[int], ids: list[int] | None = None,
+                        kind: str = "hyperscan") -> Any:
     """The block-mode database for these literals: compiled once, then loaded from the disk cache.
 
-    Keyed by the expressions, their flags and the Hyperscan version (a serialized
+    Keyed by the expressions, their flags and ids and the Hyperscan version (a serialized
     database only loads into the library version and CPU features that wrote it; a
     failing load rebuilds it).
     """
     from rlmedic import diskcache
 
+    ids = ids if ids is not None else list(range(len(exprs)))
+
     def build() -> Any:
         db = hyperscan.Database()
-        db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=flags)
+        db.compile(expressions=exprs, ids=ids, elements=len(exprs), flags=flags)
         return db
 
     def load(blob: bytes) -> Any:
@@ -174,8 +210,8 @@ def _hyperscan_database(hyperscan: Any, exprs: list[bytes], flags: list[int]) ->
         return db
 
     version = getattr(hyperscan, "__version__", "")
-    parts = [str(version), repr(getattr(hyperscan, "HS_VERSION", "")), *exprs, repr(flags)]
-    return diskcache.cached("hyperscan", diskcache.digest(parts), build, hyperscan.dumpb, load)
+    parts = [str(version), repr(getattr(hyperscan, "HS_VERSION", "")), *exprs, repr(flags), repr(ids)]
+    return diskcache.cached(kind, diskcache.digest(parts), build, hyperscan.dumpb, load)
 
 
 def make_engine(
@@ -757,7 +793,8 @@ class Scanner:
         self.on_metric = on_metric
         self.on_table = on_table  # whole stats tables (rows with "│"), when the collector takes them
         self.engine = make_engine(catalog.all_literals(), engine)
-        self._owners: list[frozenset[str]] = self.engine.owners
+        # one object for "stats line only", so the region loop tells its reports apart by identity
+        self._owners: list[frozenset[str]] = [_METRIC_ONLY if o == _METRIC_ONLY else o for o in self.engine.owners]
         self.max_bytes = max_bytes if max_bytes is not None else max_scan_bytes()
         self.chunk = max(chunk, 2 * (KEEP_BEFORE + AFTER_RESERVE))
         self.groups: dict[tuple[str, int, str, str], HitGroup] = {}
@@ -773,7 +810,10 @@ class Scanner:
         )
         self.bytes_read = 0
         self.truncated = False
-        self._metric_lines: dict[int, int] = {}  # file -> stats lines met (see METRIC_LINES_FULL)
+        self._metric_lines: dict[int, int] = {}  # file -> stats lines and tables met (see METRIC_LINES_FULL)
+        self._budget_at: dict[int, int] = {}  # file -> byte offset where its metric budget ran out
+        self._metric_texts = [((lit.text.lower() if lit.caseless else lit.text).encode(), lit.caseless)
+                              for lit in catalog.metric_literals]
 
     # -- public ------------------------------------------------------------------
 
@@ -954,7 +994,7 @@ class Scanner:
                         if end <= proc:  # one enormous line: cut it at the limit
                             end = limit
                 if end > proc:
-                    line_no = self._scan_region(buf, proc, end, filled, line_no, info)
+                    line_no = self._scan_region(buf, proc, end, filled, line_no, info, eof)
                 if eof:
                     info.lines = line_no - 1 if filled and buf[filled - 1 : filled] == b"\n" else line_no
                     if filled == 0:
@@ -993,16 +1033,69 @@ class Scanner:
                 info.last_ts = ts
                 break
 
-    def _scan_region(self, buf: bytearray, start: int, end: int, filled: int, line_no: int, info: FileInfo) -> int:
-        matches = self.engine.scan(buf, start, end)
+    def _scan_region(
+        self, buf: bytearray, start: int, end: int, filled: int, line_no: int, info: FileInfo, eof: bool = False
+    ) -> int:
+        """Scan ``buf[start:end]`` (whole lines); return the line number at ``end``.
+
+        A file past its metric budget (:data:`METRIC_LINES_FULL` stats lines and tables) is read for
+        metrics only in the region's last part (:meth:`_metric_window`); before it, only for signatures,
+        AReaL's step lines and lines holding a non-finite value.
+        """
+        fi = info.index
+        full_from = self._metric_window(buf, start, end, filled, info, eof) if fi in self._budget_at else start
+        matches = self.engine.scan_sparse(buf, start, full_from) if full_from > start else []
+        matches += self.engine.scan(buf, full_from, end)
         counted = start
         owners = self._owners
         on_metric = self.on_metric
         on_table = self.on_table
+        metric_only = _METRIC_ONLY if on_metric is not None else None
+        non_finite = _NON_FINITE_ONLY
+        met = self._metric_lines
+        find = buf.find
         i = 0
         n = len(matches)
         while i < n:
-            pos = matches[i][0]
+            pos, idx = matches[i]
+            own = owners[idx]
+            if own is metric_only or own is non_finite:
+                # the hot path of a metric-dense log: a line that only names metrics and is no table row
+                # goes to the collector as it is, without building the set of its ids
+                le = find(b"\n", pos, end)
+                if le < 0:
+                    le = end
+                nxt = i + 1
+                named = own is metric_only
+                forced = not named
+                while nxt < n and matches[nxt][0] < le:
+                    other = owners[matches[nxt][1]]
+                    if other is metric_only:
+                        named = True  # the line's other metric names (a key=value line names three or four)
+                    elif other is non_finite:
+                        forced = True
+                    else:
+                        break
+                    nxt += 1
+                if on_metric is not None and (nxt >= n or matches[nxt][0] >= le):
+                    ls = buf.rfind(b"\n", start, pos) + 1
+                    if ls < start:
+                        ls = start
+                    if on_table is None or pos < full_from or find(_BAR, ls, ls + 200 if ls + 200 < le else le) < 0:
+                        i = nxt
+                        if not named and not self._names_metric(buf, ls, le):
+                            continue  # a non-finite value on a line that names no metric
+                        if pos >= full_from:
+                            seen = met.get(fi, 0) + 1
+                            met[fi] = seen
+                            if seen > METRIC_LINES_FULL and fi not in self._budget_at:
+                                full_from = self._spent(buf, le, end, filled, info, eof)
+                        elif not (forced or find(_STEP_LINE, ls, le) >= 0 or _NON_FINITE.search(buf, ls, le)):
+                            continue
+                        line_no += buf.count(b"\n", counted, ls)
+                        counted = ls
+                        on_metric(fi, line_no, clean_line(buf[ls:le]))
+                        continue
             ls = buf.rfind(b"\n", start, pos) + 1
             if ls < start:
                 ls = start
@@ -1013,16 +1106,27 @@ class Scanner:
             while i < n and matches[i][0] < le:
                 ids |= owners[matches[i][1]]
                 i += 1
+            if "#nonfinite" in ids:  # reported only where the region is read for signatures
+                ids.discard("#nonfinite")
+                if "#metric" not in ids and on_metric is not None and self._names_metric(buf, ls, le):
+                    ids.add("#metric")
+            if not ids:
+                continue
             line_no += buf.count(b"\n", counted, ls)
             counted = ls
-            if on_table is not None and "#metric" in ids and buf.find(_BAR, ls, min(le, ls + 200)) >= 0:
+            full = pos >= full_from
+            if on_table is not None and full and "#metric" in ids and buf.find(_BAR, ls, min(le, ls + 200)) >= 0:
                 # a stats-table row: hand the whole table to the collector at once (one decode, one
                 # compiled findall), then go on after it; other signatures' hits inside it still count
                 block_end = self._table_end(buf, ls, end)
                 if block_end > le:
                     text = buf[ls:block_end].decode("utf-8", errors="replace")
                     if "\x1b" not in text and "\r" not in text:
-                        on_table(info.index, line_no, text)
+                        on_table(fi, line_no, text)
+                        seen = met.get(fi, 0) + 1
+                        met[fi] = seen
+                        if seen > METRIC_LINES_FULL and fi not in self._budget_at:
+                            full_from = self._spent(buf, block_end, end, filled, info, eof)
                         ids.discard("#metric")
                         if ids:
                             self._handle_line(buf, ls, le, filled, line_no, ids, info)
@@ -1039,24 +1143,52 @@ class Scanner:
                             i += 1
                         continue
             if on_metric is not None and len(ids) == 1 and "#metric" in ids:
-                if self._metric_due(info.index, buf, ls, le):
-                    on_metric(info.index, line_no, clean_line(buf[ls:le]))  # a stats line only: the hot path
+                if full:
+                    seen = met.get(fi, 0) + 1
+                    met[fi] = seen
+                    if seen > METRIC_LINES_FULL and fi not in self._budget_at:
+                        full_from = self._spent(buf, le, end, filled, info, eof)
+                    on_metric(fi, line_no, clean_line(buf[ls:le]))  # a stats line only
+                elif buf.find(_STEP_LINE, ls, le) >= 0 or _NON_FINITE.search(buf, ls, le):
+                    # read for signatures only: AReaL's step line (its table takes the step from it) and a
+                    # line holding a nan or an inf still go to the collector
+                    on_metric(fi, line_no, clean_line(buf[ls:le]))
             else:
                 self._handle_line(buf, ls, le, filled, line_no, ids, info)
         line_no += buf.count(b"\n", counted, end)
         return line_no
 
-    def _metric_due(self, file_index: int, buf: bytearray, ls: int, le: int) -> bool:
-        """Whether this stats line goes to the collector (all of a file's first METRIC_LINES_FULL, then a
-        thinning share, and every line with a nan or an inf in it)."""
-        seen = self._metric_lines.get(file_index, 0) + 1
-        self._metric_lines[file_index] = seen
-        if seen <= METRIC_LINES_FULL:
-            return True
-        stride = 1 << min(20, (seen // METRIC_LINES_FULL).bit_length())
-        if seen % stride == 0:
-            return True
-        return _NAN_OR_INF.search(buf, ls, le) is not None
+    def _spent(self, buf: bytearray, at: int, end: int, filled: int, info: FileInfo, eof: bool) -> int:
+        """The file's metric budget ran out at ``buf[at]``: remember where, and return where the rest of
+        this region is read in full for metrics again (see :meth:`_metric_window`)."""
+        self._budget_at[info.index] = max(1, info.bytes_read - filled + at)
+        nl = buf.find(b"\n", at, end)
+        return self._metric_window(buf, nl + 1 if nl >= 0 else end, end, filled, info, eof)
+
+    def _metric_window(self, buf: bytearray, start: int, end: int, filled: int, info: FileInfo, eof: bool) -> int:
+        """Where the part of ``buf[start:end]`` read in full for metrics starts (a line start), the file
+        being past its budget: its last 1/2 while the file is under twice the size read when the budget
+        ran out, then 1/4, 1/8... so a file of any size costs a bounded share of parsing; the file's last
+        :data:`METRIC_TAIL_FULL` bytes are read in full (how the run ends: a streak to the end, the last
+        step). Points are each series' newest anyway (:data:`~rlmedic.tools.logs.metrics.MAX_POINTS`)."""
+        first = info.bytes_read - filled  # the file offset of buf[0]
+        stride = 1 << min(20, ((first + end) // self._budget_at[info.index]).bit_length())
+        cut = end - (end - start) // stride
+        if eof:
+            cut = min(cut, end - METRIC_TAIL_FULL)
+        elif info.size and not info.gzip:  # a file's size is known: its last stretch is read in full
+            cut = min(cut, max(start, info.size - METRIC_TAIL_FULL - first))
+        if cut <= start:
+            return start
+        nl = buf.rfind(b"\n", start, cut)
+        return nl + 1 if nl >= 0 else start
+
+    def _names_metric(self, buf: bytearray, ls: int, le: int) -> bool:
+        """Whether the line holds one of the catalog's metric literals (a line with a non-finite value,
+        found where stats lines are not reported)."""
+        line = bytes(buf[ls:le])
+        low = line.lower() if any(caseless for _t, caseless in self._metric_texts) else line
+        return any(text in (low if caseless else line) for text, caseless in self._metric_texts)
 
     @staticmethod
     def _table_end(buf: bytearray, ls: int, end: int) -> int:

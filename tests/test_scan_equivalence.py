@@ -1,0 +1,137 @@
+"""Issue 30: the scanner's fast path for stats lines gives exactly what the line-by-line path gave.
+
+The old path (commit 49b0f3a: every candidate line's ids built as a set, every stats line fed
+through its own call) lives on in ``tests/scan_reference.py`` as an oracle. Each input is
+diagnosed twice, once with it and once as shipped; findings, root, stats, every metric series
+point by point, steps, framework counts and the scan's hit groups must be equal. Inputs: every
+log fixture under ``tests/`` (one file at a time, and the rank folders whole), the logs pasted into
+the real cases of ``tests/data``, and generated mixed logs of every shape of
+``benchmarks/mixedlogs.py`` (two seeds, plain and gzipped), all below the metric budget.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlmedic.confine import Confinement
+from rlmedic.tools.logs import diagnose as dmod
+from rlmedic.tools.logs import scan as logscan
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(TESTS.parent / "benchmarks"))
+
+import mixedlogs  # noqa: E402
+from scan_reference import ReferenceCollector, ReferenceScanner  # noqa: E402
+
+LOG_SUFFIXES = {".log", ".txt", ".out", ".err", ".gz"}
+FIXTURE_FILES = sorted(p for p in (TESTS / "fixtures").rglob("*") if p.is_file() and p.suffix in LOG_SUFFIXES)
+FOLDERS = [TESTS / "fixtures" / "logs" / "multirank", TESTS / "fixtures" / "logs" / "causal_ranks"]
+CASE_FILES = sorted([*(TESTS / "data").glob("*.jsonl"), *(TESTS / "data" / "known_cases").glob("*.jsonl")])
+
+
+def _state(collector: Any, result: Any) -> dict[str, Any]:
+    """What the scan and the collector learned, as comparable plain data."""
+    return {
+        "series": {f"{i}|{k}": (s.kind, s.dropped, [(p.step, repr(p.value), p.line) for p in s.points])
+                   for (i, k), s in collector.series.items()},
+        "series_order": list(collector.series),
+        "steps": (collector.current_step, collector.last_step, collector.total_steps, collector.step_lines),
+        "counters": dict(collector._counters),
+        "keys": ({i: sorted(v) for i, v in collector._file_keys.items()}, sorted(collector._keys_seen), collector.frameworks),
+        "groups": {k: (g.count, [(h.line, h.text, h.phase, str(h.ts), h.numbers, h.before, h.after) for h in g.detailed],
+                       (g.last.line, g.last.text, str(g.last.ts), g.last.numbers) if g.last else None)
+                   for k, g in result.groups.items()},
+        "files": [(f.name, f.lines, f.bytes_read, f.frameworks, f.tail, str(f.last_ts), f.partial) for f in result.files],
+    }
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, reference: bool, call: Any, engine: str | None = None) -> dict[str, Any]:
+    """``call()`` (a diagnosis) with the old or the shipped scanner and collector; its result and state."""
+    seen: dict[str, Any] = {}
+    scanner_cls = ReferenceScanner if reference else logscan.Scanner
+    collector_cls = ReferenceCollector if reference else dmod.MetricCollector
+
+    class Collector(collector_cls):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            seen["collector"] = self
+
+    class Scanner(scanner_cls):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "engine": engine or kwargs.get("engine")})
+
+        def scan(self, *args: Any, **kwargs: Any) -> Any:
+            seen["result"] = super().scan(*args, **kwargs)
+            return seen["result"]
+
+    with monkeypatch.context() as m:
+        m.setattr(dmod, "MetricCollector", Collector)
+        m.setattr(dmod, "Scanner", Scanner)
+        try:
+            diagnosis = call()
+        except Exception as exc:  # noqa: BLE001 - the same refusal both ways is equality too
+            return {"error": f"{type(exc).__name__}: {exc}"}
+    out = diagnosis.to_dict()
+    for volatile in ("seconds", "mb_per_s"):
+        out["stats"].pop(volatile, None)
+    return {"diagnosis": json.loads(json.dumps(out, default=repr)), "state": _state(seen["collector"], seen["result"])}
+
+
+def _assert_same(monkeypatch: pytest.MonkeyPatch, call: Any, label: str, engine: str | None = None) -> None:
+    old = _run(monkeypatch, True, call, engine)
+    new = _run(monkeypatch, False, call, engine)
+    for part in ("error", "diagnosis", "state"):
+        if old.get(part) != new.get(part):
+            detail = [k for k in (old.get(part) or {}) if (old[part] or {}).get(k) != (new.get(part) or {}).get(k)] \
+                if isinstance(old.get(part), dict) else []
+            pytest.fail(f"{label}: {part} differs from the line-by-line path ({', '.join(map(str, detail)) or 'all'})")
+
+
+def _diagnose_path(path: Path) -> Any:
+    return lambda: dmod.diagnose([str(path)], confinement=Confinement.for_paths([path]))
+
+
+@pytest.mark.parametrize("path", FIXTURE_FILES + FOLDERS, ids=lambda p: str(p.relative_to(TESTS)))
+def test_every_log_fixture_diagnoses_as_before(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+    _assert_same(monkeypatch, _diagnose_path(path), str(path))
+
+
+@pytest.mark.parametrize("cases", CASE_FILES, ids=lambda p: p.name)
+def test_the_logs_of_real_cases_diagnose_as_before(monkeypatch: pytest.MonkeyPatch, cases: Path) -> None:
+    rows = [json.loads(line) for line in cases.read_text(encoding="utf-8").splitlines() if line.strip()]
+    texts = [r.get("user_input") or "\n".join(r.get("traceback") or []) for r in rows]
+    assert any(texts)
+    for n, text in enumerate(t for t in texts if t):
+        _assert_same(monkeypatch, lambda text=text: dmod.diagnose_text(text, name=f"case{n}"), f"{cases.name}#{n}")
+
+
+@pytest.mark.parametrize("shape", mixedlogs.SHAPES)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_generated_mixed_logs_diagnose_as_before(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shape: str, seed: int) -> None:
+    path = mixedlogs.write(tmp_path / f"{shape}.log{'.gz' if seed == 2 else ''}", shape, 700_000, seed)
+    _assert_same(monkeypatch, _diagnose_path(path), f"{shape} seed {seed}")
+
+
+@pytest.mark.parametrize("shape", ["areal-mixed", "kv", "slime"])
+def test_the_pure_python_engine_gives_the_same_as_the_old_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                             shape: str) -> None:
+    path = mixedlogs.write(tmp_path / f"{shape}.log", shape, 300_000, 3)
+    _assert_same(monkeypatch, _diagnose_path(path), f"{shape}, python engine", engine="python")
+
+
+def test_a_small_chunk_puts_lines_and_tables_across_region_ends(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = mixedlogs.write(tmp_path / "dense.log", "areal-dense", 900_000, 4)
+    monkeypatch.setattr(logscan, "CHUNK", 1)  # the smallest buffer the scanner allows: many region ends
+    original = logscan.Scanner.__init__
+
+    def small(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **{**kwargs, "chunk": 1})
+
+    monkeypatch.setattr(logscan.Scanner, "__init__", small)
+    _assert_same(monkeypatch, _diagnose_path(path), "areal-dense in small regions")
