@@ -1,9 +1,9 @@
 """Investigate: run the registry's tools on the attachments and on the question itself.
 
 Shared by the offline engine and the LLM loop (its fallback and its "the model looked at
-nothing" path): which tool applies to which attachment (``diagnose`` for logs,
-``fix_config`` for configs and launch scripts, ``gpu_status`` for GPU snapshots,
-``list_checkpoints`` for checkpoint folders), and log text pasted into the question, which
+nothing" path): what kind each attachment is (:func:`classify`), the calls those kinds call
+for (each tool says which kinds it reads: :meth:`~rlmedic.tools.registry.Registry.plan`),
+and log text pasted into the question, which
 is diagnosed through the registry too (as a stream the front door vouches for), so every
 result passes the same single redaction and comes back as :class:`~rlmedic.types.Evidence`.
 A call whose evidence a session already holds is not run again.
@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from rlmedic.agent.events import Event, ToolFinished, ToolStarted
 from rlmedic.confine import looks_binary
 
-CONFIG_SUFFIXES = (".yaml", ".yml", ".sh", ".bash")
+CONFIG_SUFFIXES = (".yaml", ".yml")
+SCRIPT_SUFFIXES = (".sh", ".bash")
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err", ".gz", ".jsonl")
 #: Names that say a folder holds checkpoints (AReaL, slime/Megatron, Hugging Face trainers).
 CHECKPOINT_MARKERS = ("latest_checkpointed_iteration", "iter_", "checkpoints", "checkpoint-", "recover_",
@@ -47,8 +48,9 @@ def _env_listing(peek: bytes) -> bool:
 
 
 def classify(path: Path, peek: bytes) -> str:
-    """``log``, ``config``, ``snapshot``, ``env`` (pip freeze, pip list, conda list, ``rlmedic env --json``:
-    the training environment's versions, recognised by content) or ``checkpoints`` for one attachment."""
+    """``log``, ``config`` (YAML), ``script`` (a launch script), ``snapshot``, ``env`` (pip freeze, pip list,
+    conda list, ``rlmedic env --json``: the training environment's versions, recognised by content) or
+    ``checkpoints`` for one attachment (:data:`rlmedic.tools.registry.ATTACHMENT_KINDS`)."""
     if path.is_dir():
         from rlmedic.tools.runs.locate import run_kind
 
@@ -61,38 +63,23 @@ def classify(path: Path, peek: bytes) -> str:
         return "log" if any(n.endswith(LOG_SUFFIXES) for n in names) else "checkpoints"
     name = path.name.lower()
     head = peek.lstrip()[:1]
-    if not name.endswith(CONFIG_SUFFIXES) and _env_listing(peek):
+    if not name.endswith(CONFIG_SUFFIXES + SCRIPT_SUFFIXES) and _env_listing(peek):
         return "env"
     if name.endswith(".json") and head == b"{" and (b'"gpus"' in peek or b'"nvml"' in peek or b'"driver' in peek):
         return "snapshot"
     if name.endswith(CONFIG_SUFFIXES):
         return "config"
+    if name.endswith(SCRIPT_SUFFIXES):
+        return "script"
     return "log"
 
 
 def plan_calls(attachments: Sequence[Path], peek: Callable[[Path], bytes]) -> list[tuple[str, dict[str, Any]]]:
-    """The deterministic tool calls for these attachments."""
-    kinds: dict[str, list[str]] = {"log": [], "config": [], "snapshot": [], "checkpoints": [], "env": []}
-    for path in attachments:
-        kinds[classify(path, b"" if path.is_dir() else peek(path))].append(str(path))
-    calls: list[tuple[str, dict[str, Any]]] = [("read_env", {"path": p}) for p in kinds["env"]]
-    if kinds["log"]:
-        calls.append(("diagnose", {"paths": kinds["log"]}))
-    snapshot = kinds["snapshot"][0] if kinds["snapshot"] else None
-    for snap in kinds["snapshot"]:
-        calls.append(("gpu_status", {"snapshot": snap}))
-    configs = kinds["config"]
-    for config in configs:
-        args: dict[str, Any] = {"config": config, "logs": kinds["log"]}
-        if snapshot:
-            args["snapshot"] = snapshot
-        calls.append(("fix_config", args))
-    for root in kinds["checkpoints"]:
-        args = {"root": root}
-        if len(configs) == 1 and not configs[0].endswith((".sh", ".bash")):
-            args["config"] = configs[0]  # the config the run resumes with: the plan lists what differs
-        calls.append(("list_checkpoints", args))
-    return calls
+    """The deterministic tool calls for these attachments: each classified, then the calls the
+    tools that read those kinds make of them (their ``reads``, :meth:`Registry.plan`)."""
+    from rlmedic.tools.registry import REGISTRY
+
+    return REGISTRY.plan((classify(path, b"" if path.is_dir() else peek(path)), str(path)) for path in attachments)
 
 
 def _registry_call() -> Callable[..., Any]:

@@ -4,7 +4,9 @@ Every import in every module is read with ``ast``: top-level and the lazy ones i
 functions, absolute and relative, and ``from package import module`` as the edge to that
 module. A module may import its own layer and the layers below it. An import by string
 (``importlib.import_module``, ``__import__``) of rlmedic code would be an edge this check
-cannot see, so there is none. The one exception to the layers is the package's
+cannot see, so there is none, but one form: a package's ``__init__`` importing its own
+children by name (``import_module(f"{__name__}.{name}")``, how ``tools/toolset/`` loads every
+tool module in its folder), counted here as an edge to each module in that folder. The one exception to the layers is the package's
 ``__main__`` (``python -m rlmedic`` runs the CLI). A broken rule names the file and the
 import, so the fix (move the code down, or pass the dependency in) is clear.
 """
@@ -68,17 +70,32 @@ def imports(path: Path, package: str | None = None) -> list[tuple[int, str]]:
             names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
         elif isinstance(node, ast.Import):
             names = [a.name for a in node.names]
+        elif path.name == "__init__.py" and _imports_children(node):
+            names = [m for m in MODULES if m.rpartition(".")[0] == package and not m.rpartition(".")[2].startswith("_")]
         else:
             continue
         out += [(node.lineno, n) for n in dict.fromkeys(names) if n == "rlmedic" or n.startswith("rlmedic.")]
     return out
 
 
+def _imports_children(node: ast.AST) -> bool:
+    """``import_module(f"{__name__}.{...}")``: a package importing a module of its own folder."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.JoinedStr)):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    parts = node.args[0].values
+    return (name == "import_module" and len(parts) == 3 and isinstance(parts[0], ast.FormattedValue)
+            and isinstance(parts[0].value, ast.Name) and parts[0].value.id == "__name__"
+            and isinstance(parts[1], ast.Constant) and parts[1].value == ".")
+
+
 def string_imports(path: Path) -> list[tuple[int, str]]:
-    """(line, call) of every import by string of rlmedic code (or of a name not written out)."""
+    """(line, call) of every import by string of rlmedic code (or of a name not written out), but a
+    package's ``__init__`` importing its own children (see :func:`imports`)."""
     out = []
     for node in ast.walk(_tree(path)):
-        if not isinstance(node, ast.Call):
+        if not isinstance(node, ast.Call) or (path.name == "__init__.py" and _imports_children(node)):
             continue
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -138,6 +155,20 @@ def test_the_check_sees_lazy_relative_submodule_and_string_imports(tmp_path: Pat
     assert module_of(ROOT / "agent" / "events.py") == "rlmedic.agent.events"
     assert module_of(ROOT / "tools" / "logs" / "__init__.py") == "rlmedic.tools.logs"
     assert module_of(ROOT / "core" / "confine.py") == "rlmedic.confine"
+
+
+def test_a_package_importing_its_own_children_is_seen_and_nothing_else_is_allowed(tmp_path: Path) -> None:
+    init = tmp_path / "__init__.py"
+    init.write_text("def load():\n    for n in names:\n        importlib.import_module(f'{__name__}.{n}')\n"
+                    "    importlib.import_module(f'rlmedic.ui.{n}')\n    importlib.import_module(f'{__name__}{n}')\n")
+    assert [line for line, _ in string_imports(init)] == [4, 5]  # another prefix, or no dot: hidden edges
+    children = imports(init, package="rlmedic.tools.toolset")
+    assert {m for _, m in children} == {m for m in MODULES if m.startswith("rlmedic.tools.toolset.")
+                                        and not m.rpartition(".")[2].startswith("_")}
+    assert {line for line, _ in children} == {3} and "rlmedic.tools.toolset.logs" in {m for _, m in children}
+    plain = tmp_path / "plain.py"  # outside an __init__ the same call hides an edge
+    plain.write_text("importlib.import_module(f'{__name__}.{n}')\n")
+    assert [line for line, _ in string_imports(plain)] == [1] and imports(plain, package="rlmedic.tools") == []
 
 
 def test_the_agent_folder_holds_the_agent_only() -> None:

@@ -1,7 +1,10 @@
 """One tool registry for every front door: CLI, agent, MCP, web, Slack.
 
 A tool is a plain typed function ``fn(ctx: ToolContext, **params) -> result``, registered
-once with :func:`tool`. Its docstring becomes the description a model reads, its typed
+once with :func:`tool`, which also takes what every front door needs from it: the text a
+model reads (``render``), the one-line outcome of a step (``step``), the attachment kinds it
+reads (``reads``: which calls the attached files call for) and its evidence adapter
+(``evidence``). Its docstring becomes the description a model reads, its typed
 parameters become the JSON schema (``ctx`` never appears there). Front doors build the
 :class:`ToolContext` (which paths may be read, how long the call may take) and call
 :meth:`Registry.call`, which validates the arguments, runs the tool and passes the result
@@ -36,6 +39,10 @@ DEFAULT_MAX_TEXT_CHARS = 4000
 MAX_ARGUMENT_CHARS = 100_000
 #: The most characters of an error line (errors can quote an argument).
 MAX_ERROR_CHARS = 1000
+#: The kinds of attached file the front doors tell apart (``rlmedic.agent.investigate.classify``), in the
+#: order the calls they call for run: the environment first, then logs, GPU snapshots, configs (YAML),
+#: launch scripts, checkpoint folders.
+ATTACHMENT_KINDS = ("env", "log", "snapshot", "config", "script", "checkpoints")
 
 class ToolTimeout(UserError):
     """The context's deadline passed or the caller cancelled the request."""
@@ -153,11 +160,23 @@ class Tool:
     #: the parameter naming the files the result depends on alone: results are cached by their content
     cache_paths: str = ""
     evidence: Callable[[Any], Any] | None = None  # result -> rlmedic.types.Evidence
+    #: the result's JSON form -> one line saying what the call found (web, Slack and chat steps)
+    step: Callable[[Any], str] | None = None
+    #: parameter -> the attachment kinds it takes (:data:`ATTACHMENT_KINDS`); see :meth:`Registry.plan`
+    reads: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def step_line(self, data: Any) -> str:
+        """One line saying what a successful call found: the tool's ``step``, or ``done``."""
+        return (self.step(data) if self.step is not None and data is not None else "") or "done"
+
+    def takes_many(self, param: str) -> bool:
+        """Whether ``param`` is a list (one call takes every attachment) rather than one value."""
+        return typing.get_origin(self.params.model_fields[param].annotation) is list
 
     @property
     def summary(self) -> str:
-        """The first sentence-paragraph of the description."""
-        return self.description.split("\n\n", 1)[0].strip()
+        """The first paragraph of the description, on one line (what a tool list shows)."""
+        return " ".join(self.description.split("\n\n", 1)[0].split())
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -185,17 +204,26 @@ class Registry:
 
     def register(self, fn: Callable[..., Any], *, name: str | None = None,
                  render: Callable[[Any], str] | None = None, cache_paths: str = "",
-                 evidence: Callable[[Any], Any] | None = None) -> Tool:
+                 evidence: Callable[[Any], Any] | None = None, step: Callable[[Any], str] | None = None,
+                 reads: dict[str, str | tuple[str, ...]] | None = None) -> Tool:
         tool_name = name or fn.__name__
         if tool_name in self._tools:
             raise ValueError(f"tool {tool_name!r} is registered twice")
         description = inspect.cleandoc(fn.__doc__ or "")
         if not description:
             raise ValueError(f"tool {tool_name!r} needs a docstring: it is the description a model reads")
+        kinds = {param: (k,) if isinstance(k, str) else tuple(k) for param, k in (reads or {}).items()}
         entry = Tool(name=tool_name, fn=fn, description=description, params=_params_model(fn, tool_name), render=render,
-                     cache_paths=cache_paths, evidence=evidence)
+                     cache_paths=cache_paths, evidence=evidence, step=step, reads=kinds)
         if cache_paths and cache_paths not in entry.params.model_fields:
             raise ValueError(f"tool {tool_name!r}: cache_paths names no parameter {cache_paths!r}")
+        for param, taken in kinds.items():
+            if param not in entry.params.model_fields:
+                raise ValueError(f"tool {tool_name!r}: reads names no parameter {param!r}")
+            unknown = [k for k in taken if k not in ATTACHMENT_KINDS]
+            if unknown or not taken:
+                raise ValueError(f"tool {tool_name!r}: {param!r} reads unknown attachment kinds {unknown}; "
+                                 f"the kinds are: {', '.join(ATTACHMENT_KINDS)}")
         self._tools[tool_name] = entry
         return entry
 
@@ -207,12 +235,55 @@ class Registry:
                     load()
 
     def tools(self) -> list[Tool]:
+        """Every tool: those that read attachments first, in the order of their kinds
+        (:data:`ATTACHMENT_KINDS`: ``diagnose`` leads the logs), then the others as registered."""
         self._load()
-        return list(self._tools.values())
+        last = len(ATTACHMENT_KINDS)
+
+        def rank(t: Tool) -> int:
+            return min((ATTACHMENT_KINDS.index(k) for k in next(iter(t.reads.values()))), default=last) if t.reads else last
+
+        return sorted(self._tools.values(), key=rank)  # stable: registration order within a rank
 
     def get(self, name: str) -> Tool | None:
         self._load()
         return self._tools.get(name)
+
+    def plan(self, attached: Iterable[tuple[str, str]]) -> list[tuple[str, dict[str, Any]]]:
+        """The calls that attached files call for, from each tool's ``reads``.
+
+        ``attached`` is ``(kind, path)`` in the order the files were attached. The first entry
+        of a tool's ``reads`` is what the tool is called for: a list parameter takes every
+        attachment of one kind in one call (a call per kind: a YAML config and a launch script are
+        not compared), a single-valued one makes one call per attachment.
+        Its further entries add context to each call: a list parameter gets every attachment
+        of its kinds (possibly none), a single-valued one the attachment of its kinds when there
+        is exactly one (more would be a guess). A call whose arguments the tool would refuse
+        (too few files for it) is not planned. Calls run in the order of :meth:`tools` (the
+        tool's first kind in :data:`ATTACHMENT_KINDS`, then registration), one tool's in the order attached.
+        """
+        attached = list(attached)
+        planned: list[tuple[str, dict[str, Any]]] = []
+        for entry in self.tools():
+            if not entry.reads:
+                continue
+            (param, kinds), *context = entry.reads.items()
+            groups = ([[path for kind, path in attached if kind == k] for k in kinds] if entry.takes_many(param)
+                      else [[path] for kind, path in attached if kind in kinds])
+            for group in (g for g in groups if g):
+                args: dict[str, Any] = {param: group if entry.takes_many(param) else group[0]}
+                for other, other_kinds in context:
+                    paths = [path for kind, path in attached if kind in other_kinds]
+                    if entry.takes_many(other):
+                        args[other] = paths
+                    elif len(paths) == 1:
+                        args[other] = paths[0]
+                try:
+                    entry.params.model_validate(args)
+                except Exception:  # noqa: BLE001 - pydantic.ValidationError: the tool would refuse the call
+                    continue
+                planned.append((entry.name, args))
+        return planned
 
     # ------------------------------------------------------------------ calls
 
@@ -301,17 +372,24 @@ REGISTRY = Registry(_builtin_tools)
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
          render: Callable[[Any], str] | None = None, cache_paths: str = "",
-         evidence: Callable[[Any], Any] | None = None) -> Any:
+         evidence: Callable[[Any], Any] | None = None, step: Callable[[Any], str] | None = None,
+         reads: dict[str, str | tuple[str, ...]] | None = None) -> Any:
     """Register ``fn`` in :data:`REGISTRY` (``@tool`` or ``@tool(render=..., evidence=...)``); returns ``fn`` unchanged.
 
+    ``render`` is the result as the bounded text a model reads (default: its JSON).
     ``cache_paths`` names the parameter holding the files the result depends on alone
     (nothing else: no clock, no GPU, no index): such results are cached by file content.
     ``evidence`` turns the tool's result into :class:`rlmedic.types.Evidence`, the one
     interface answers are composed from; a tool without one contributes nothing to an answer.
+    ``step`` turns the result's JSON form into the one line the web app, Slack and the chat
+    show for the step (default ``done``). ``reads`` maps parameters to the attachment kinds
+    they take (:data:`ATTACHMENT_KINDS`), first the one the tool is called for: with it, the
+    agent runs the tool on attached files by itself (:meth:`Registry.plan`).
     """
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
-        REGISTRY.register(f, name=name, render=render, cache_paths=cache_paths, evidence=evidence)
+        REGISTRY.register(f, name=name, render=render, cache_paths=cache_paths, evidence=evidence, step=step,
+                          reads=reads)
         return f
 
     return wrap(fn) if fn is not None else wrap

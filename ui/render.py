@@ -1,7 +1,8 @@
 """Renderers of the agent's events and answers for people: Markdown (web, /save) and the terminal.
 
 They take the structured :class:`~rlmedic.agent.events.Answer` and events; they never
-parse prose. Tool steps get one compact line each: name, key arguments, outcome, time.
+parse prose. Tool steps get one compact line each: name, key arguments, outcome (the tool's
+own ``step`` line, declared with the tool), time.
 """
 
 from __future__ import annotations
@@ -32,32 +33,13 @@ def step_args(args: dict[str, Any]) -> str:
 
 
 def step_result(name: str, ok: bool, data: Any, error: str) -> str:
-    """One line saying what a tool found (or why it failed)."""
+    """One line saying what a tool found (or why it failed): the tool's own ``step`` line."""
     if not ok:
         return f"error: {error}"
-    if not isinstance(data, dict):
-        return "done"
-    if name == "diagnose":
-        root = data.get("root")
-        findings = data.get("findings") or []
-        if root is not None and root < len(findings):
-            f = findings[root]
-            where = f"{Path(str(f.get('file') or '')).name}:{f.get('line')}" if f.get("line") else ""
-            return f"root cause {f.get('id')} ({f.get('category')}) {where}".strip()
-        return f"{len(findings)} finding(s), no root cause"
-    if name in ("fix_config", "lint_config"):
-        changes = data.get("changes")
-        problems = data.get("problems") or []
-        if changes is not None:
-            return f"{len(changes)} change(s), {len(problems)} problem(s)"
-        return f"{len(problems)} problem(s)"
-    if name == "list_checkpoints":
-        return f"{len(data.get('checkpoints') or [])} checkpoint(s), layout {data.get('layout')}"
-    if name == "gpu_status":
-        return f"{len(data.get('gpus') or [])} GPU(s), {len(data.get('advice') or [])} advice"
-    if name == "search_docs":
-        return f"{len(data.get('results') or data.get('result') or [])} result(s)"
-    return "done"
+    from rlmedic.tools.registry import REGISTRY
+
+    tool = REGISTRY.get(name)
+    return tool.step_line(data) if tool is not None else "done"
 
 
 def citation_link(citation: Any) -> str:
