@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # typer carries its own click (typer._click); the separate cl
 
 from rlmedic.errors import UserError
 from rlmedic.ui import (cli_agent, cli_chat, cli_checkpoints, cli_code, cli_config, cli_env, cli_gpu, cli_issues,
-                        cli_knowledge, cli_logs, cli_mcp, cli_slack, cli_watch)
+                        cli_knowledge, cli_logs, cli_mcp, cli_slack, cli_tools, cli_watch)
 
 
 class _Group(TyperGroup):
@@ -111,7 +111,7 @@ def _root(
 #: The command modules, each with ``register(app)`` adding its commands (with their one-sentence
 #: summaries). They never import this module back (they share :mod:`rlmedic.ui.clikit`).
 COMMAND_MODULES = (cli_logs, cli_knowledge, cli_issues, cli_code, cli_gpu, cli_checkpoints, cli_config, cli_mcp,
-                   cli_chat, cli_agent, cli_slack, cli_watch, cli_env)
+                   cli_chat, cli_agent, cli_slack, cli_watch, cli_env, cli_tools)
 
 
 def _assemble() -> None:

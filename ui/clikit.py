@@ -18,6 +18,11 @@ def run_tool(name: str, arguments: dict[str, Any], roots: list[Any], *, ctx: Any
     traceback. Returns the tool's (redacted) result object. Pass ``ctx`` (from
     :func:`tool_context`) to keep it: its confinement knows every file the tool read, which
     an output (``-o``, ``--save``) must never replace."""
+    return call_tool(name, arguments, roots, ctx=ctx, **context).value
+
+
+def call_tool(name: str, arguments: dict[str, Any], roots: list[Any], *, ctx: Any = None, **context: Any) -> Any:
+    """:func:`run_tool`, returning the whole (redacted) ``ToolResult``: value, JSON data and text."""
     from rlmedic.notices import step
     from rlmedic.tools.registry import REGISTRY
 
@@ -25,7 +30,8 @@ def run_tool(name: str, arguments: dict[str, Any], roots: list[Any], *, ctx: Any
     # a big log folder or checkpoint tree takes a while: at a terminal, say so after a few seconds
     with step(f"running {name.replace('_', ' ')}", after=3, terminal_only=True):
         result = REGISTRY.call(name, arguments, ctx, catch_bugs=False, use_cache=False)  # one call per process
-    return result.unwrap()
+    result.unwrap()  # a user error: one line, exit 2
+    return result
 
 
 def tool_context(roots: list[Any], **context: Any) -> Any:
