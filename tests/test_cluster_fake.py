@@ -61,7 +61,10 @@ def test_the_job_logs_of_every_node_land_named_by_node_ip_actor_and_file(tmp_pat
     # colour codes of the driver's log are dropped by the server (filter_ansi_code=true)
     raw = next(f[f"job-driver-{SID}.log"] for f in state.files.values() if f"job-driver-{SID}.log" in f)
     driver = (tmp_path / "ray" / f"node-127.0.0.1-{HEAD}__job-driver-{SID}.log").read_bytes()
-    assert b"\x1b[" in raw and b"\x1b[" not in driver and f"(TrainWorker pid={TRAIN['pid']})".encode() in driver
+    assert b"\x1b[" in raw and b"\x1b[" not in driver and b"Running entrypoint for job" in driver
+    # the driver's echoes of workers whose own files are here are left out (the root belongs on the worker's file)
+    assert f"(TrainWorker pid={TRAIN['pid']})".encode() in raw and f"(TrainWorker pid={TRAIN['pid']})".encode() not in driver
+    assert b"ray.exceptions.ActorDiedError" in driver  # the driver's own traceback stays
     assert result.job and result.job["status"] == "FAILED" and len(result.nodes) == 2
     # read-only: GETs only, and the listing asked per node
     assert {m for m, _, _ in state.requests} == {"GET"}
@@ -91,6 +94,19 @@ def test_the_folder_diagnoses_to_the_second_nodes_oom_with_the_peer_as_its_casca
     cascades = [f for f in d.findings if f.root == d.root and f is not root]
     assert any(f.id == "ray-actor-died" for f in cascades)
     assert f"RolloutPeer-pid{PEER['pid']}" in root.summary  # the peer on the head, named in the cascade
+
+
+def test_echoes_of_a_worker_whose_file_is_gone_stay_in_the_drivers_copy(tmp_path: Path) -> None:
+    state = recorded()
+    nid = next(n for n in state.listings if n.startswith(NODE2))  # the second node's files are gone (node lost)
+    state.listings[nid] = {k: [n for n in v if not n.startswith("worker-")] for k, v in state.listings[nid].items()}
+    with FakeDashboard(state) as url:
+        collect(url, folder=tmp_path)
+    driver = next(tmp_path.glob("*__job-driver-*.log")).read_bytes()
+    assert f"(TrainWorker pid={TRAIN['pid']}) torch.OutOfMemoryError".encode() in driver
+    assert f"(RolloutPeer pid={PEER['pid']})".encode() not in driver  # its own file is here
+    d = _diagnose(tmp_path)
+    assert d.root_finding is not None and d.root_finding.id == "cuda-oom" and "__job-driver-" in d.root_finding.file
 
 
 def test_an_oom_kill_ray_recorded_is_evidence_and_a_dead_node_is_named(tmp_path: Path) -> None:

@@ -172,6 +172,17 @@ def test_bad_addresses_are_one_line_and_exit_2(cluster: dict[str, Any]) -> None:
     assert gone.returncode == 2 and "--job raysubmit_none: no such job" in gone.stderr
 
 
+def test_a_gcs_address_read_by_another_ray_version_is_one_line(cluster: dict[str, Any]) -> None:
+    """Ray's GCS client must match the cluster's version: a client reporting another version is refused."""
+    c = cluster["cluster"]
+    code = ("import ray; ray.__version__ = '2.40.0'\n"
+            "from rlmedic.errors import UserError\nfrom rlmedic.tools.cluster import collect\n"
+            f"try:\n    collect({c.gcs_address!r})\nexcept UserError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=cluster["env"], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == (f"--ray-address {c.gcs_address}: the cluster runs Ray 2.60.0, this environment Ray "
+                                  "2.40.0; install the same version or pass the dashboard's http://HOST:PORT")
+
+
 def test_no_temp_folder_is_left_behind_and_nothing_left_loopback(cluster: dict[str, Any]) -> None:
     import tempfile
 

@@ -15,6 +15,7 @@ requests reach the cluster; the folder is created private (0700) and nothing els
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -93,6 +94,29 @@ class SyncResult:
                 "nodes": [{"node_id": n.node_id, "ip": n.ip, "head": n.head, "state": n.state} for n in self.nodes],
                 "files": self.files, "skipped": self.skipped, "state_lines": self.state_lines,
                 "bytes": self.bytes, "seconds": round(self.seconds, 3), "timings": self.timings}
+
+
+#: A line the driver's log echoes from a worker: ``(TrainWorker pid=4567) ...`` or, from another node,
+#: ``(TrainWorker pid=4567, ip=10.0.0.2) ...`` (Ray's log_to_driver prefix, colour codes already dropped).
+_ECHO = re.compile(rb"^\((?:[^()\s]+ )?pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\) ")
+
+
+def drop_echoes(data: bytes, own: set[tuple[str, int | None]], driver_ip: str) -> bytes:
+    """The driver's log less the lines it echoes from workers whose own file is in the folder.
+
+    Ray's driver repeats every worker's output with a ``(Actor pid=N)`` prefix, at the same time
+    stamp, so a failure would be found twice and its root could land on the driver's copy; the
+    worker's own file names the node and the actor. Echoes of workers whose file is not here (a
+    node that died with its files, a file past the caps) are kept: they are the only copy."""
+    if not own:
+        return data
+    kept = []
+    for line in data.splitlines(keepends=True):
+        m = _ECHO.match(line)
+        if m and ((m.group("ip") or driver_ip.encode()).decode(errors="replace"), int(m.group("pid"))) in own:
+            continue
+        kept.append(line)
+    return b"".join(kept)
 
 
 class Mirror:
@@ -179,6 +203,7 @@ class Mirror:
         left = lim.total
         pending = list(plan.files)
         done: list[dict[str, Any]] = []
+        fetched: list[tuple[Any, bytes, bool]] = []
         skipped: list[dict[str, str]] = []
         floor = min(lim.min_file, lim.per_file)
         with ThreadPoolExecutor(max_workers=lim.parallel) as pool:
@@ -198,9 +223,14 @@ class Mirror:
                         skipped.append({"file": pf.local, "reason": str(exc)})
                         continue
                     left -= len(data)
-                    written = self._append(pf.local, data)
-                    done.append({"local": pf.local, "node_ip": pf.node.ip, "node_id": pf.node.node_id,
-                                 "who": pf.who, "file": pf.filename, "bytes": written, "cut": cut})
+                    fetched.append((pf, data, cut))
+        own = {(pf.node.ip, pf.pid) for pf, data, _ in fetched if pf.pid is not None and data}
+        for pf, data, cut in fetched:
+            if pf.driver:
+                data = drop_echoes(data, own, pf.node.ip)
+            written = self._append(pf.local, data)
+            done.append({"local": pf.local, "node_ip": pf.node.ip, "node_id": pf.node.node_id,
+                         "who": pf.who, "file": pf.filename, "bytes": written, "cut": cut})
         skipped += [{"file": pf.local, "reason": f"over the total cap of {lim.total} bytes"} for pf in pending]
         return done, skipped
 

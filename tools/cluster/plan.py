@@ -47,6 +47,8 @@ class PlannedFile:
     local: str  # name in the local folder: node-<ip>-<id8>__<Actor>-pid<pid>__<Ray's name>
     priority: int  # lower is fetched (and budgeted) first
     who: str  # "TrainWorker pid 4567", "driver of raysubmit_...", "worker pid 12"
+    pid: int | None = None  # a worker's file: its process
+    driver: bool = False
 
 
 @dataclass
@@ -113,7 +115,7 @@ def make_plan(
             if d:
                 if job is None or (sid and d.group("sid") == sid):
                     plan.files.append(PlannedFile(node, name, f"{node.folder}{SEP}{name}", 20,
-                                                  f"driver of {d.group('sid')}"))
+                                                  f"driver of {d.group('sid')}", driver=True))
                 continue
             m = _WORKER_FILE.match(name)
             if not m:
@@ -141,7 +143,7 @@ def make_plan(
                 who, folder = f"{_class_of(actor)} pid {pid}", f"{_class_of(actor)}-pid{pid}"
             else:
                 who, folder = f"worker pid {pid}", f"worker-pid{pid}"
-            plan.files.append(PlannedFile(node, name, f"{node.folder}{SEP}{folder}{SEP}{name}", priority, who))
+            plan.files.append(PlannedFile(node, name, f"{node.folder}{SEP}{folder}{SEP}{name}", priority, who, pid=pid))
             plan.pids.add(key)
     plan.files.sort(key=lambda f: (f.priority, f.local))
     return plan
