@@ -143,6 +143,24 @@ def test_an_areal_run_gets_no_fix_or_known_issue_of_another_framework(tmp_path: 
     assert "upgrade verl" not in data["answer"].lower()
 
 
+def test_a_pasted_verl_traceback_gets_verl_fixes_though_it_never_says_verl() -> None:
+    """The framework comes from names only verl uses (a Ray actor class, its config keys), not the word."""
+    question = ("rollout dies with\n(WorkerDict pid=60511) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                "2.00 GiB\nactor_rollout_ref.rollout.gpu_memory_utilization=0.9 use_remove_padding=True")
+    data = ask(question)
+    keyed = [f for f in data["fixes"] if f["key"]]
+    assert keyed and all(f["key"].startswith(("actor_rollout_ref.", "data.", "trainer.")) for f in keyed), keyed
+    assert all(f["framework"] in ("", "verl", "generic") for f in data["fixes"]), data["fixes"]
+
+
+def test_a_described_host_memory_leak_leads_with_what_the_user_described_not_a_gpu_card() -> None:
+    data = ask("the RSS of my rollout controller keeps growing every step until the node runs out of CPU memory")
+    text = short(data)
+    assert text.startswith("From the problem you describe: Host memory grows"), text
+    assert "CUDA out of memory" not in text and "mem_fraction_static" not in text
+    assert "tracemalloc" in text  # the host-memory card's way to find what grows
+
+
 def test_a_known_issue_needs_its_error_in_the_evidence_not_a_shared_word(tmp_path: Path) -> None:
     data = ask("the weight update in my areal run is slow, what can I do?")
     assert "known issue" not in data["answer"].lower() and "known issue" not in data["more"].lower()
