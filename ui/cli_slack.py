@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Optional
@@ -43,6 +42,8 @@ def slack(
     """
     use_known_issues(known_issues)
     from rlmedic.ui.slack_app import SlackBot, SlackSettings, build_app, serve_http
+
+    import logging  # here, not at start-up: `rlmedic --help` never needs it
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     if not verbose:  # bolt's start-up chatter (e.g. "token will be unused" when SLACK_BOT_TOKEN feeds our client)

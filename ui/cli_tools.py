@@ -9,7 +9,6 @@ As with every command, the files it may read are the paths typed (plus
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Optional
@@ -73,6 +72,8 @@ def tools(
 
 def parse_arguments(entry: Any, items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` items as the tool's arguments: a list parameter collects every value of its key."""
+    import json
+
     from rlmedic.errors import UserError
 
     fields = entry.params.model_fields
