@@ -58,6 +58,16 @@ def known_results(query: str, k: int = 2) -> list[SearchResult]:
     return out
 
 
+_FOLDER_LOCKS: dict[str, threading.Lock] = {}
+_FOLDER_LOCKS_GUARD = threading.Lock()
+
+
+def _folder_lock(directory: Path) -> threading.Lock:
+    """One lock per index folder in this process, whichever KnowledgeBase object asks."""
+    with _FOLDER_LOCKS_GUARD:
+        return _FOLDER_LOCKS.setdefault(os.path.realpath(directory), threading.Lock())
+
+
 class KnowledgeBase:
     """The index at ``directory`` (default: the user's data dir), cards included."""
 
@@ -135,8 +145,12 @@ class KnowledgeBase:
 
     def _search_main(self, query: str, k: int, *, mode: Mode | None, kind: str | None) -> list[SearchResult]:
         if self.with_cards and not self._cards_checked:
-            with self._cards_lock:  # concurrent first questions (a web server) index the cards once
+            # concurrent first questions (a web server, Slack: one KnowledgeBase per session) index the
+            # cards once: the lock is the folder's, and the manifest is read again inside it (another
+            # session may have just written the cards; two writers at once broke dense.sqlite)
+            with self._cards_lock, _folder_lock(self.store.directory):
                 if not self._cards_checked:
+                    self.store.reload_manifest()
                     ensure_cards(self.store, embedder=self.embedder)
                     self._cards_checked = True
         if kind == "doc" and not self.has_documents():

@@ -60,7 +60,8 @@ class Snapshot:
         """
         import numpy as np
 
-        tmp = path.with_name(path.name + ".tmp")
+        # a name of this writer's own: two writers of one name unlinked each other's file mid-write
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.unlink(missing_ok=True)
         db = sqlite3.connect(tmp)
         written: list[str] = []

@@ -464,6 +464,10 @@ class Store:
                 at = blob.find(q, at + 1)
         return found
 
+    def reload_manifest(self) -> None:
+        """Read the manifest again (another session of this process may have written it since)."""
+        self.manifest = Manifest.load(self.manifest_path)
+
     def save_manifest(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._error_keys = None
