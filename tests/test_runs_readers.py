@@ -323,30 +323,54 @@ def test_attachment_routing_sends_run_folders_to_diagnose() -> None:
 
 @needs_wandb
 def test_wandb_history_short_form_equals_wandbs_protobuf_parse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nested keys, text values, NaN and Infinity: the byte-level read of history records gives what
-    wandb's Record parse gives (records that do not fit the short form are parsed by protobuf)."""
+    """NaN and Infinity, keys of the same length; nested keys and text values: the bulk read of history
+    records off their bytes gives what wandb's Record parse gives (records that do not fit the short
+    form, the second run's, are left to protobuf), also when every key mixes to the same number."""
     import math
+
+    from rlmedic.tools.runs.curves import Run
 
     series = {"actor/entropy": ([1, 2, 3, 4], [0.5, float("nan"), float("inf"), 0.25]),
               "critic/score/mean": ([1, 2, 3, 4], [0.1, 0.2, 0.3, 0.4])}
-    folder = write_wandb([{"dir": str(tmp_path / "w"), "name": "forms", "series": series,
-                           "extra": {"nested": {"a": 1.5}, "note": "a text value"},
-                           "config": {"data": {"max_response_length": 512}}}], tmp_path)[0]
-    data = next(folder.glob("run-*.wandb")).read_bytes()
-    from rlmedic.tools.runs.curves import Run
+    short = {"actor/entropz": 0.75, "critic/score/meab": 0.5, "kl": 0.01}  # same lengths as the keys above, one short
+    odd = {"nested": {"a": 1.5}, "note": "a text value"}
+    folders = write_wandb([{"dir": str(tmp_path / name), "name": name, "series": series, "extra": extra,
+                            "config": {"data": {"max_response_length": 512}}}
+                           for name, extra in (("short", short), ("odd", {**short, **odd}))], tmp_path)
+    misfits: list[int] = []
+    bulk = wb._history_bulk
 
-    fast = Run(path="a", source="wandb", name="a")
-    wb.read_transaction_log(data, fast)
-    monkeypatch.setattr(wb, "_history_fast", lambda payload, wanted=None: None)
-    slow = Run(path="b", source="wandb", name="b")
-    wb.read_transaction_log(data, slow)
-    assert fast.curves.keys() == slow.curves.keys() == {*series, "nested/a"}
-    for key in series:
-        a, b = fast.curves[key], slow.curves[key]
-        assert a.steps.tolist() == b.steps.tolist() == [1, 2, 3, 4]
-        assert [repr(v) for v in a.values.tolist()] == [repr(v) for v in b.values.tolist()]
-    assert math.isnan(fast.curves["actor/entropy"].values[1]) and fast.curves["actor/entropy"].first_nonfinite[0] == 2
-    assert fast.config["max_response_length"] == 512 and fast.finished is True
+    def spy(hist, keep):
+        out = bulk(hist, keep)
+        misfits.append(len(out[3]))
+        return out
+
+    for folder, extra_keys, fitting in ((folders[0], set(short), True), (folders[1], {*short, "nested/a"}, False)):
+        data = next(folder.glob("run-*.wandb")).read_bytes()
+        misfits.clear()
+        with monkeypatch.context() as m:
+            m.setattr(wb, "_history_bulk", spy)
+            fast = Run(path="a", source="wandb", name="a")
+            wb.read_transaction_log(data, fast)
+        assert (misfits == [0]) is fitting  # the first run's records are all read in bulk, the second's none
+        with monkeypatch.context() as m:
+            m.setattr(wb, "_MIX", 0)  # every key mixes to one number: the keys are told apart by their bytes
+            mixed = Run(path="c", source="wandb", name="c")
+            wb.read_transaction_log(data, mixed)
+        with monkeypatch.context() as m:
+            m.setattr(wb, "_history_fast", lambda payload: None)
+            slow = Run(path="b", source="wandb", name="b")
+            wb.read_transaction_log(data, slow)
+        assert fast.curves.keys() == slow.curves.keys() == mixed.curves.keys() == {*series, *extra_keys}
+        for key in fast.curves:
+            a, b, c = fast.curves[key], slow.curves[key], mixed.curves[key]
+            assert a.steps.tolist() == b.steps.tolist() == c.steps.tolist() == [1, 2, 3, 4]
+            assert [repr(v) for v in a.values.tolist()] == [repr(v) for v in b.values.tolist()] == \
+                [repr(v) for v in c.values.tolist()]
+        assert fast.curves["actor/entropz"].values.tolist() == [0.75] * 4
+        assert math.isnan(fast.curves["actor/entropy"].values[1]) and fast.curves["actor/entropy"].first_nonfinite[0] == 2
+        assert fast.config["max_response_length"] == 512 and fast.finished is True
+        assert fast.keys == slow.keys and fast.last_wall == slow.last_wall
 
 
 @pytest.mark.parametrize("folder,words", [

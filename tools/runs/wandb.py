@@ -164,54 +164,150 @@ def _number(raw: str) -> float | None:
         return None
 
 
-#: One history item with a number in its short form: HistoryItem{nested_key (2): one part, value_json (16)}
-#: with one-byte lengths (wandb 0.2x writes every key so); any other form is left to the protobuf parse.
-#: Only the key is captured: every item is matched (to list every key, and to be sure the record is all in
-#: this form), the values of the keys the checks read come from :func:`_values_pattern`.
-_ITEM_KEY = re.compile(rb"\n[\x00-\x7f]\x12[\x00-\x7f]([^\x00-\x1f\x82]+)\x82\x01[\x00-\x7f][-+0-9.eENaInfity]+")
 _VALUE_TAG = b"\x82\x01"
 _STEP, _WALL = b"_step", b"_timestamp"
 #: A record's type is the field after its number: history (2) and summary (3) are most of a log
 _HISTORY, _SUMMARY = 0x12, 0x1A
 
 
-def _values_pattern(keys: set[bytes]) -> re.Pattern[bytes]:
-    """The short-form items of ``keys`` only, capturing (key, value): a record's few wanted numbers
-    without a Python object for each of its other items."""
-    alts = b"|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
-    return re.compile(rb"\n[\x00-\x7f]\x12[\x00-\x7f](" + alts + rb")\x82\x01[\x00-\x7f]([-+0-9.eENaInfity]+)")
+#: the odd multiplier that mixes a key's words into one number (tests set 0: every key collides)
+_MIX = 0x9E3779B97F4A7C15
+#: bytes a JSON number (or wandb's NaN / Infinity) may start with
+_NUMBER_START = frozenset(b"-+0123456789.NI")
 
 
-def _group(steps: list[int], items: list[list[tuple[bytes, bytes]]], walls: list[Any]) -> dict[str, tuple[Any, Any]]:
-    """key -> (steps, values) from the short-form records' items, grouped by numpy (no Python loop over
-    the items); ``_timestamp`` values go to ``walls``, ``_step`` is left out (it is each item's step)."""
-    import itertools
-    from operator import itemgetter
+def _items_start(payload: bytes) -> int:
+    """Where a history record's first item starts: after ``num`` (field 1, a varint) and the history
+    field's tag and length (varint); -1 when the record does not start that way."""
+    i = 0
+    if payload[:1] == b"\x08":
+        i = 1
+        while i < len(payload) and payload[i] & 0x80:
+            i += 1
+        i += 1
+    if payload[i:i + 1] != b"\x12":
+        return -1
+    i += 1
+    while i < len(payload) and payload[i] & 0x80:
+        i += 1
+    return i + 1
 
+
+def _history_bulk(hist: list[bytes], keep: Callable[[str], bool] | None
+                  ) -> tuple[dict[str, tuple[Any, Any]], list[float], set[str], list[int]]:
+    """All short-form history records at once, with numpy over their joined bytes: ``(key -> (steps,
+    values) for the keys ``keep`` accepts, wall times, every key, the records that did not fit)``.
+
+    An item is ``\\n L \\x12 K key \\x82\\x01 V value`` with one-byte lengths; items follow each other,
+    so each value tag's item starts where the one before it ended (a record's first at
+    :func:`_items_start`), and its lengths are checked against each other (L = K + V + 5). A record
+    with any item that does not fit (a nested key, a text value, a long one) or without ``_step`` is
+    returned for wandb's protobuf parse, as the per-record reader did."""
     import numpy as np
 
-    flat = list(itertools.chain.from_iterable(items))
-    if not flat:
-        return {}
-    keys = list(map(itemgetter(0), flat))
-    raw = list(map(itemgetter(1), flat))
-    ids_of = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    ids = np.fromiter(map(ids_of.__getitem__, keys), dtype=np.int32, count=len(keys))
-    item_steps = np.repeat(np.asarray(steps, dtype=np.int64), list(map(len, items)))
-    try:
-        values = np.array(raw, dtype=np.float64)  # numpy parses the JSON numbers (NaN, Infinity too)
-    except ValueError:
-        values = np.asarray(_floats(raw), dtype=np.float64)
-    order = np.argsort(ids, kind="stable")
-    bounds = np.searchsorted(ids[order], np.arange(len(ids_of) + 1))
+    n = len(hist)
+    if not n:
+        return {}, [], set(), []
+    lengths = np.fromiter(map(len, hist), dtype=np.int64, count=n)
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    first = np.fromiter(map(_items_start, hist), dtype=np.int64, count=n)
+    a = np.frombuffer(b"".join(hist), dtype=np.uint8)
+    p = np.flatnonzero((a[:-1] == 0x82) & (a[1:] == 0x01))
+    bad = np.zeros(n, dtype=bool)
+    bad[first < 0] = True
+    rec = np.searchsorted(starts, p, side="right") - 1
+    vlen = a[np.minimum(p + 2, len(a) - 1)].astype(np.int64)
+    end = p + 3 + vlen
+    item = np.empty_like(p)
+    newrec = np.ones(len(p), dtype=bool)
+    newrec[1:] = rec[1:] != rec[:-1]
+    item[newrec] = starts[rec[newrec]] + first[rec[newrec]]
+    item[~newrec] = end[:-1][~newrec[1:]]
+    inside = (item >= 0) & (item + 4 < len(a)) & (end <= starts[rec + 1])
+    item_c = np.where(inside, item, 0)
+    klen = a[np.minimum(item_c + 3, len(a) - 1)].astype(np.int64)
+    ok = inside & (a[item_c] == 0x0A) & (a[np.minimum(item_c + 2, len(a) - 1)] == 0x12) & (item_c + 4 + klen == p) \
+        & (a[np.minimum(item_c + 1, len(a) - 1)] == klen + vlen + 5) & (vlen < 0x80) & (klen < 0x80) & (vlen > 0)
+    lut = np.zeros(256, dtype=bool)
+    lut[list(_NUMBER_START)] = True
+    ok &= lut[a[np.minimum(p + 3, len(a) - 1)]]
+    bad[rec[~ok]] = True
+    good = ~bad[rec]
+    p, rec, vlen, klen = p[good], rec[good], vlen[good], klen[good]
+    # keys: told apart by their length and their bytes read as 8-byte words (a key of K bytes is its
+    # ceil(K/8) words, the last one ending at the key's end), mixed into one number for np.unique and
+    # then compared word for word with the first key of each number (exact, whatever the mix)
+    buf = a.tobytes() + b"\0" * 8
+    # the 8 bytes from every offset as one little-endian word (a strided view, no copy)
+    word8 = np.ndarray(shape=(len(a),), dtype="<u8", buffer=buf, strides=(1,))
+
+    def words_at(pos: Any) -> Any:
+        return word8[pos]
+
+    ids = np.zeros(len(p), dtype=np.int64)
+    names: list[bytes] = []
+    for k in np.unique(klen).tolist():
+        sel = np.flatnonzero(klen == k)
+        start = p[sel] - k
+        offs = sorted({*range(0, max(k - 8, 0) + 1, 8), max(k - 8, 0)})
+        words = [words_at(start + o) for o in offs]
+        if k < 8:  # a short key's one word reaches past it: keep only its own bytes
+            words = [words[0] & np.uint64((1 << (8 * k)) - 1)]
+        mix = np.zeros(len(sel), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for w in words:
+                mix = (mix ^ w) * np.uint64(_MIX)
+        _u, first_i, inv = np.unique(mix, return_index=True, return_inverse=True)
+        inv = inv.reshape(-1)
+        if not all((w == w[first_i][inv]).all() for w in words):  # two keys mixed to one number
+            stacked = np.stack(words, axis=1)
+            _u, first_i, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+            inv = inv.reshape(-1)
+        ids[sel] = inv + len(names)
+        names += [a[int(x) - k:int(x)].tobytes() for x in p[sel][first_i]]
+    every = {nm.decode("utf-8", "replace") for nm in names if not nm.startswith(b"_")}
+    step_id = names.index(_STEP) if _STEP in names else -1
+    # each record's step: its _step item (a record without one goes to the protobuf parse)
+    steps = np.full(n, -1, dtype=np.int64)
+    is_step = ids == step_id
+    step_vals = _parse(a, p[is_step], vlen[is_step])
+    steps[rec[is_step]] = step_vals.astype(np.int64)
+    bad |= steps < 0
+    wanted = {i for i, nm in enumerate(names) if nm == _WALL or (not nm.startswith(b"_") and (
+        keep is None or keep(nm.decode("utf-8", "replace"))))}
+    take = np.isin(ids, list(wanted)) & ~bad[rec]
+    values = _parse(a, p[take], vlen[take])
+    t_ids, t_steps = ids[take], steps[rec[take]]
     out: dict[str, tuple[Any, Any]] = {}
-    for key, i in ids_of.items():
-        sel = order[bounds[i]:bounds[i + 1]]
-        if key == _WALL:
-            walls += values[sel].tolist()
-        elif key != _STEP:
-            out[key.decode("utf-8", "replace")] = (item_steps[sel], values[sel])
-    return out
+    walls: list[float] = []
+    for i in wanted:
+        m = t_ids == i
+        if not m.any():
+            continue
+        if names[i] == _WALL:
+            walls = values[m].tolist()
+        else:
+            out[names[i].decode("utf-8", "replace")] = (t_steps[m], values[m])
+    return out, walls, every, np.flatnonzero(bad).tolist()
+
+
+def _parse(a: Any, p: Any, vlen: Any) -> Any:
+    """The JSON numbers after the value tags at ``p`` as floats (numpy parses them; one that is not a
+    number becomes NaN)."""
+    import numpy as np
+
+    if not len(p):
+        return np.zeros(0)
+    width = int(vlen.max())
+    cols = np.arange(width)
+    idx = np.minimum((p + 3)[:, None] + cols, len(a) - 1)
+    block = np.where(cols < vlen[:, None], a[idx], 0x20).astype(np.uint8)
+    text = block.view(f"S{width}").reshape(-1)
+    try:
+        return text.astype(np.float64)
+    except ValueError:
+        return np.asarray(_floats(text.tolist()), dtype=np.float64)
 
 
 def _record_field(payload: bytes) -> int:
@@ -224,15 +320,10 @@ def _record_field(payload: bytes) -> int:
     return payload[i + 1] if i + 1 < len(payload) else 0
 
 
-def _history_fast(payload: bytes, wanted: re.Pattern[bytes] = _values_pattern({_STEP})
-                  ) -> tuple[list[bytes], list[tuple[bytes, bytes]]] | None:
-    """Every key of a history record and the (key, value) items of the wanted keys, read off its bytes;
-    None when a field did not fit the short form (then the protobuf parse reads it): every value_json
-    tag must belong to a matched item, and the record must log ``_step``."""
-    keys = _ITEM_KEY.findall(payload)
-    if len(keys) != payload.count(_VALUE_TAG) or _STEP not in keys:
-        return None
-    return keys, wanted.findall(payload)
+def _history_fast(payload: bytes) -> bytes | None:
+    """A history record handed to the bulk reader (:func:`_history_bulk`, which checks its form itself);
+    None leaves it to wandb's protobuf parse (the tests compare the two so)."""
+    return payload
 
 
 def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
@@ -240,8 +331,8 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
     """Fill ``run`` from a transaction log's bytes; the console lines it carried (bounded).
 
     History records (one per logged step, most of the file with summary records) are read off
-    their bytes (:func:`_history_fast`): every key is listed, and only the values of the keys
-    ``keep`` accepts (those the checks may read; None: all) are parsed. Summary records are skipped
+    their joined bytes at once (:func:`_history_bulk`): every key is listed, and only the values of
+    the keys ``keep`` accepts (those the checks may read; None: all) are parsed. Summary records are skipped
     unparsed; everything else, and any history record the short form does not fit, goes through
     wandb's ``Record``."""
     pb = _pb()
@@ -250,32 +341,22 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
     walls: list[Any] = []
     output: list[str] = []
     number = _number
-    known: set[bytes] = set()
-    wanted: set[bytes] = {_STEP, _WALL}
-    values_rx = _values_pattern(wanted)
-    #: per short-form history record: its step and its wanted (key, value) items, grouped at the end
-    steps: list[int] = []
-    items: list[list[tuple[bytes, bytes]]] = []
+    hist: list[bytes] = []
+    pending: list[bytes] = []  # history records the bulk read returns (they did not fit its form)
     for payload in records(data):
         field = _record_field(payload)
         if field == _SUMMARY:
             continue
-        if field == _HISTORY:
-            fast = _history_fast(payload, values_rx)
-            if fast is not None:
-                keys, vals = fast
-                if not known.issuperset(keys):  # new keys: list them, and read the wanted ones from here on
-                    new = set(keys) - known
-                    known |= new
-                    more = {k for k in new if not k.startswith(b"_")
-                            and (keep is None or keep(k.decode("utf-8", "replace")))}
-                    if more:
-                        wanted |= more
-                        values_rx = _values_pattern(wanted)
-                        vals = values_rx.findall(payload)
-                steps.append(int(dict(vals)[_STEP]))
-                items.append(vals)
-                continue
+        if field == _HISTORY and _history_fast(payload) is not None:
+            hist.append(payload)
+            continue
+        pending.append(payload)
+    series, bulk_walls, every, misfits = _history_bulk(hist, keep)
+    walls += bulk_walls
+    for i in misfits:
+        pending.append(hist[i])
+    del hist
+    for payload in pending:
         record.ParseFromString(payload)
         kind = record.WhichOneof("record_type")
         if kind == "history":
@@ -316,9 +397,7 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
             output.append(line)
             if len(output) > 2 * MAX_OUTPUT_LINES:
                 del output[:MAX_OUTPUT_LINES]
-    every = {k.decode("utf-8", "replace") for k in known if not k.startswith(b"_")}
     run.keys = sorted(set(run.keys) | every | set(slow))
-    series = _group(steps, items, walls)
     for key in {*series, *slow}:
         k_steps, values = series.get(key, ([], []))
         if key in slow:
