@@ -3,7 +3,8 @@
 Target: under 2 s each for the read and all the health checks (``diagnose_runs``), measured
 here against an anchor run in the same command: the time Python's own readers take just to
 get at the numbers (``json.loads`` of every line; the framing of every TensorBoard record;
-wandb's ``Record`` parse of every W&B record), printed as a ratio, so a loaded machine shows in both.
+wandb's ``Record`` parse of every W&B record), and a plain read of the same bytes in a fresh
+process (start-up included), printed as ratios, so a loaded machine shows in both.
 
 The runs are written once by the real libraries and cached (``--data``, default under the
 temporary folder): the JSONL with ``json``, the event file by tensorboard's ``RecordWriter``
@@ -135,6 +136,15 @@ def anchor_wandb(folder: Path) -> float:
     return time.perf_counter() - t
 
 
+def anchor_read(path: Path) -> float:
+    """A plain read of the same bytes in a fresh process (start-up included): the least any reader does."""
+    code = ("import time,sys,pathlib;t=time.perf_counter();p=pathlib.Path(sys.argv[1]);"
+            "fs=[f for f in p.rglob('*') if f.is_file()] if p.is_dir() else [p];n=sum(len(f.read_bytes()) for f in fs);"
+            "print(time.perf_counter()-t)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
 def measure(kind: str, path: Path) -> tuple[float, str]:
     """Seconds for read + checks in a fresh process (imports included), and the root finding."""
     code = ("import time,sys,json;t=time.perf_counter();from rlmedic.tools.runs.diagnose import diagnose_runs;"
@@ -171,9 +181,12 @@ def main() -> None:
         target = path / "run" / "wandb" if kind == "wandb" else path
         size = sum(f.stat().st_size for f in (target.rglob("*") if target.is_dir() else [target]) if f.is_file())
         anchor = anchors[kind](target)
+        plain = anchor_read(target)
         seconds, root_finding = measure(kind, target)
         print(f"  {kind:<12} {size / 1e6:7.1f} MB  read+checked {seconds:5.2f} s  (target 2 s)  "
-              f"anchor {anchor:5.2f} s  ratio {seconds / anchor if anchor else math.nan:4.2f}x\n"
+              f"anchor {anchor:5.2f} s  ratio {seconds / anchor if anchor else math.nan:4.2f}x  "
+              f"plain read {plain:5.2f} s  ratio {seconds / plain if plain else math.nan:4.1f}x  "
+              f"load {os.getloadavg()[0]:.1f}\n"
               f"               root: {root_finding}")
 
 

@@ -350,6 +350,7 @@ def test_wandb_history_short_form_equals_wandbs_protobuf_parse(tmp_path: Path, m
         misfits.clear()
         with monkeypatch.context() as m:
             m.setattr(wb, "_history_bulk", spy)
+            m.setattr(wb, "BULK_RECORDS", 3)  # batches of 3 records: keys and pieces joined across them
             fast = Run(path="a", source="wandb", name="a")
             wb.read_transaction_log(data, fast)
         assert (misfits == [0]) is fitting  # the first run's records are all read in bulk, the second's none

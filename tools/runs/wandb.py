@@ -106,9 +106,12 @@ _KIND_CRC = [zlib.crc32(bytes((k,))) for k in range(256)]
 
 
 def records(data: bytes) -> Any:
-    """The record payloads of a transaction log (a torn last chunk is dropped: the run may still be writing)."""
+    """The record payloads of a transaction log (a torn last chunk is dropped: the run may still be writing):
+    a whole record in one chunk as a ``memoryview`` of ``data`` (no copy of a 400 MB log), one spread over
+    chunks as joined ``bytes``."""
     if not data.startswith(HEADER):
         raise UserError("not a W&B transaction log (no :W&B header)")
+    view = memoryview(data)
     pos, size = HEADER_LEN, len(data)
     pending: list[bytes] = []
     unpack = struct.Struct("<IHB").unpack_from
@@ -126,7 +129,7 @@ def records(data: bytes) -> Any:
                 pos += room  # zero padding up to the block's end
                 continue
             break
-        chunk = data[start:end]
+        chunk = view[start:end]
         if crc32(chunk, _KIND_CRC[kind]) != crc:
             break  # damaged or half-written: stop at the last good record
         pos = end
@@ -180,7 +183,7 @@ def _items_start(payload: bytes) -> int:
     """Where a history record's first item starts: after ``num`` (field 1, a varint) and the history
     field's tag and length (varint); -1 when the record does not start that way."""
     i = 0
-    if payload[:1] == b"\x08":
+    if payload[0:1] == b"\x08":
         i = 1
         while i < len(payload) and payload[i] & 0x80:
             i += 1
@@ -193,8 +196,33 @@ def _items_start(payload: bytes) -> int:
     return i + 1
 
 
-def _history_bulk(hist: list[bytes], keep: Callable[[str], bool] | None
-                  ) -> tuple[dict[str, tuple[Any, Any]], list[float], set[str], list[int]]:
+#: History records read at once by :func:`_history_bulk` (its arrays stay ~100 MB for any log length)
+BULK_RECORDS = 16_384
+
+
+def _history_bulk(hist: list[Any], keep: Callable[[str], bool] | None
+                  ) -> tuple[dict[str, tuple[Any, Any]], list[float], set[str], list[bytes]]:
+    """:func:`_history_batch` over :data:`BULK_RECORDS` records at a time, the pieces joined per key."""
+    import numpy as np
+
+    pieces: dict[str, list[tuple[Any, Any]]] = {}
+    walls: list[float] = []
+    every: set[str] = set()
+    misfits: list[bytes] = []
+    for i in range(0, len(hist), BULK_RECORDS):
+        out, w, e, m = _history_batch(hist[i:i + BULK_RECORDS], keep)
+        for key, part in out.items():
+            pieces.setdefault(key, []).append(part)
+        walls += w
+        every |= e
+        misfits += m
+    hist.clear()
+    return ({k: (np.concatenate([s for s, _v in parts]), np.concatenate([v for _s, v in parts]))
+             for k, parts in pieces.items()}, walls, every, misfits)
+
+
+def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
+                   ) -> tuple[dict[str, tuple[Any, Any]], list[float], set[str], list[bytes]]:
     """All short-form history records at once, with numpy over their joined bytes: ``(key -> (steps,
     values) for the keys ``keep`` accepts, wall times, every key, the records that did not fit)``.
 
@@ -202,7 +230,7 @@ def _history_bulk(hist: list[bytes], keep: Callable[[str], bool] | None
     so each value tag's item starts where the one before it ended (a record's first at
     :func:`_items_start`), and its lengths are checked against each other (L = K + V + 5). A record
     with any item that does not fit (a nested key, a text value, a long one) or without ``_step`` is
-    returned for wandb's protobuf parse, as the per-record reader did."""
+    returned (its bytes) for wandb's protobuf parse, as the per-record reader did."""
     import numpy as np
 
     n = len(hist)
@@ -212,8 +240,12 @@ def _history_bulk(hist: list[bytes], keep: Callable[[str], bool] | None
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
     first = np.fromiter(map(_items_start, hist), dtype=np.int64, count=n)
-    a = np.frombuffer(b"".join(hist), dtype=np.uint8)
-    p = np.flatnonzero((a[:-1] == 0x82) & (a[1:] == 0x01))
+    buf = b"".join([*hist, b"\0" * 8])  # 8 bytes past the end: every offset starts a whole word (below)
+    a = np.frombuffer(buf, dtype=np.uint8)[:-8]
+    step_b = 1 << 26  # the tag scan in 64 MiB slices: no byte-sized temporary as long as the log
+    p = np.concatenate([np.flatnonzero(a[o:o + step_b] == 0x82) + o for o in range(0, len(a), step_b)] or
+                       [np.zeros(0, dtype=np.int64)])
+    p = p[a[np.minimum(p + 1, len(a) - 1)] == 0x01]
     bad = np.zeros(n, dtype=bool)
     bad[first < 0] = True
     rec = np.searchsorted(starts, p, side="right") - 1
@@ -238,7 +270,6 @@ def _history_bulk(hist: list[bytes], keep: Callable[[str], bool] | None
     # keys: told apart by their length and their bytes read as 8-byte words (a key of K bytes is its
     # ceil(K/8) words, the last one ending at the key's end), mixed into one number for np.unique and
     # then compared word for word with the first key of each number (exact, whatever the mix)
-    buf = a.tobytes() + b"\0" * 8
     # the 8 bytes from every offset as one little-endian word (a strided view, no copy)
     word8 = np.ndarray(shape=(len(a),), dtype="<u8", buffer=buf, strides=(1,))
 
@@ -289,7 +320,7 @@ def _history_bulk(hist: list[bytes], keep: Callable[[str], bool] | None
             walls = values[m].tolist()
         else:
             out[names[i].decode("utf-8", "replace")] = (t_steps[m], values[m])
-    return out, walls, every, np.flatnonzero(bad).tolist()
+    return out, walls, every, [buf[starts[i]:starts[i + 1]] for i in np.flatnonzero(bad).tolist()]
 
 
 def _parse(a: Any, p: Any, vlen: Any) -> Any:
@@ -351,13 +382,11 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
             hist.append(payload)
             continue
         pending.append(payload)
-    series, bulk_walls, every, misfits = _history_bulk(hist, keep)
+    series, bulk_walls, every, misfits = _history_bulk(hist, keep)  # it empties ``hist``
     walls += bulk_walls
-    for i in misfits:
-        pending.append(hist[i])
-    del hist
+    pending += misfits
     for payload in pending:
-        record.ParseFromString(payload)
+        record.ParseFromString(bytes(payload))
         kind = record.WhichOneof("record_type")
         if kind == "history":
             h = record.history
