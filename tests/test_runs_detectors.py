@@ -122,6 +122,21 @@ def test_long_curves_are_bounded_and_keep_spikes_and_nans() -> None:
     assert make_curve("actor/pg_loss", steps, loss).first_nonfinite[0] == 91_234
 
 
+@pytest.mark.parametrize("pathology,framework,onset", [
+    ("length_cap", "verl", 70_013), ("entropy_collapse", "slime", 61_237), ("zero_reward", "areal", 55_551),
+    ("grad_spike", "verl", 48_889), ("kl_blowup", "areal", 80_000),
+])
+def test_a_bucketed_curve_still_names_the_exact_first_step(pathology: str, framework: str, onset: int) -> None:
+    """100,000 steps are kept as 2,000 bucket means, but the finding's step is the raw onset, not the first
+    step of the bucket after it (what the buckets alone would say)."""
+    series, on = curves(pathology, framework, steps=100_000, seed=5, onset=onset)
+    run = _run(series)
+    assert all(len(c) <= MAX_POINTS + 1 for c in run.curves.values())
+    found, _keys = detect(run, builtin_vocabulary())
+    hit = next(d for d in found if d.id == PATHOLOGIES[pathology])
+    assert hit.step == on, (hit.step, on)
+
+
 def test_rolling_spike_matches_the_plain_loop() -> None:
     rule = next(r for r in builtin_rules()["rules"] if r["id"] == "grad-norm-spike")
     rng = np.random.default_rng(7)

@@ -4,7 +4,9 @@ Readers (``wandb.py``, ``tensorboard.py``, ``dumps.py``) collect ``key -> (steps
 call :func:`make_curve`; detectors read :class:`Curve` only, whatever the source was. A curve
 keeps at most :data:`MAX_POINTS` points: longer ones are averaged in equal buckets (a NaN
 stays NaN in its bucket's mean), and the bucket's largest magnitude is kept beside the mean
-so a one-step spike survives. The first non-finite value is noted before bucketing.
+so a one-step spike survives. The first non-finite value is noted before bucketing, and the raw
+points are kept beside the buckets (only the curves the checks may read are made: ~20 of a run's
+keys), so a finding's first step is the exact step, not its bucket's (``detectors.exact_step``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class Curve:
     first_nonfinite: tuple[int, float] | None = None
     #: the last step logged (a bucketed curve's last point carries its bucket's first step)
     end: int | None = None
+    #: a bucketed curve's raw (steps, values): a finding's first step is made exact from them
+    raw: Any = None
 
     def __len__(self) -> int:
         return len(self.values)
@@ -98,7 +102,7 @@ def make_curve(key: str, steps: Any, values: Any) -> Curve:
         means = np.append(means, v[full:].mean())
         peaks = np.append(peaks, np.abs(v[full:]).max())
         bsteps = np.append(bsteps, s[full])
-    return Curve(key, bsteps.astype(np.int64), means, n, peaks, first_bad, int(s[-1]))
+    return Curve(key, bsteps.astype(np.int64), means, n, peaks, first_bad, int(s[-1]), (s, v))
 
 
 def median_interval(walls: Any) -> float | None:

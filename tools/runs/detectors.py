@@ -313,6 +313,39 @@ def stopped(rule: dict[str, Any], run: Run, now: float | None = None) -> Detecti
                       "last_write": last})
 
 
+def exact_step(c: Curve, det: Detection) -> None:
+    """On a bucketed curve, move ``det.step`` from its bucket's first step to the exact one, from the raw
+    points: a spike to its largest point in the bucket; a run of points past a threshold to where the raw
+    points last crossed it, in the bucket before or in the finding's own. A curve that was not bucketed is
+    left alone."""
+    import numpy as np
+
+    if c.raw is None or det.key != c.key:
+        return
+    rs, rv = c.raw
+    k = math.ceil(len(rv) / max(1, len(c)))  # the bucket size
+    i = int(np.searchsorted(rs, det.step))
+    check, n = det.rule["check"], det.numbers
+    if check == "spike":
+        j = i + int(np.argmax(np.abs(rv[i:i + k])))
+        det.step = int(rs[j])
+        return
+    lo, hi = max(0, i - k), min(len(rv), i + k)  # the bucket before the finding's and its own
+    vals = rv[lo:hi]
+    if check in ("falls_below", "rises_above") and "threshold" in n:
+        holds = vals < n["threshold"] if check == "falls_below" else vals > n["threshold"]
+    elif check == "zero_streak":
+        holds = vals == 0.0
+    elif check == "length_cap" and "truncation_ratio" in n:
+        holds = vals >= det.rule["threshold"]
+    else:
+        return
+    if not len(holds) or not holds[-1]:
+        return  # noise at the bucket's end: its first step stands
+    misses = np.flatnonzero(~holds)
+    det.step = int(rs[lo + (int(misses[-1]) + 1 if len(misses) else 0)])
+
+
 _CURVE_CHECKS: dict[str, Callable[[dict[str, Any], Curve], Detection | None]] = {
     "falls_below": falls_below, "rises_above": rises_above, "zero_streak": zero_streak, "flat": flat,
     "spike": _spike_fast,
@@ -352,6 +385,9 @@ def detect(run: Run, vocab: Vocabulary, rules: list[dict[str, Any]] | None = Non
         elif check == "stopped":
             det = stopped(rule, run, now)
         if det is not None:
+            c = run.curves.get(det.key)
+            if c is not None and c.raw is not None:
+                exact_step(c, det)
             out.append(det)
     return out, keys
 
