@@ -52,6 +52,11 @@ TIMEOUT_S = 30.0
 #: and ``RLMEDIC_GITHUB_MAX_BYTES`` override them. A real page of 100 issues is a few MB.
 DEADLINE_S = 30.0
 MAX_BODY_BYTES = 24 * 1024 * 1024
+#: A transfer slower than MIN_BYTES_PER_S on average once STALL_S have passed is a stalled server
+#: or proxy (a body trickling a byte a second is refused at 8 s, so ``sync-issues`` ends within
+#: 10 s, not at the 30 s deadline; a real page of a few MB on a slow line is still read).
+STALL_S = 8.0
+MIN_BYTES_PER_S = 8 * 1024
 #: JSON nesting GitHub never comes near (an issue page is ~5 levels deep).
 MAX_JSON_DEPTH = 64
 #: Pages one pagination follows at most (100 per page: 100,000 issues).
@@ -193,6 +198,10 @@ class _TooBig(Exception):
     """The body grew past the cap."""
 
 
+class _Stalled(Exception):
+    """Past :data:`STALL_S`, the bytes came slower than :data:`MIN_BYTES_PER_S` on average."""
+
+
 def _reset_clock(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S UTC")
 
@@ -234,6 +243,7 @@ class GitHubClient:
         deadline: float | None = None,
         max_bytes: int | None = None,
         verify: Any = True,
+        stall_s: float = STALL_S,
     ) -> None:
         parts = urlsplit(api_url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -245,6 +255,7 @@ class GitHubClient:
         self._scheme = parts.scheme
         self.deadline = deadline if deadline is not None else _env_number("RLMEDIC_GITHUB_DEADLINE_S", DEADLINE_S)
         self.max_bytes = int(max_bytes if max_bytes is not None else _env_number("RLMEDIC_GITHUB_MAX_BYTES", MAX_BODY_BYTES))
+        self.stall_s = stall_s
         timeout = min(timeout, self.deadline)  # a read never waits past the whole request's deadline
         self.token = token
         self.cache = cache if cache is not None else EtagCache()
@@ -310,6 +321,9 @@ class GitHubClient:
             except _Deadline:
                 raise UserError(f"{self._where(url)}: GitHub did not finish answering within {self.deadline:g} s; "
                                 "giving up (a stalled server or proxy)") from None
+            except _Stalled as exc:
+                raise UserError(f"{self._where(url)}: GitHub sent {_size(exc.args[0])} in {self.stall_s:g} s, slower than "
+                                f"{MIN_BYTES_PER_S // 1024} KB/s; giving up (a stalled server or proxy)") from None
             except _TooBig:
                 raise UserError(f"{self._where(url)}: GitHub's answer is larger than {_size(self.max_bytes)}; "
                                 "refusing it") from None
@@ -359,7 +373,8 @@ class GitHubClient:
         start = time.monotonic()
         end = start + self.deadline
         outcome: dict[str, Any] = {}
-        done = threading.Event()
+        done, stop = threading.Event(), threading.Event()
+        received = [0]  # bytes of the body so far (headers count as none)
 
         def work() -> None:
             try:
@@ -370,9 +385,10 @@ class GitHubClient:
                     chunks, size = [], 0
                     for chunk in resp.iter_raw():
                         size += len(chunk)
+                        received[0] = size
                         if size > self.max_bytes:
                             raise _TooBig
-                        if time.monotonic() > end:
+                        if time.monotonic() > end or stop.is_set():
                             raise _Deadline
                         chunks.append(chunk)
                     outcome["resp"] = resp
@@ -383,8 +399,16 @@ class GitHubClient:
                 done.set()
 
         threading.Thread(target=work, name="github-get", daemon=True).start()
-        if not done.wait(max(0.0, end - time.monotonic())):
-            raise _Deadline
+        stall_at = start + self.stall_s if self.stall_s < self.deadline else end
+        while not done.wait(max(0.0, min(end, stall_at) - time.monotonic())):
+            now = time.monotonic()
+            if now >= end:
+                stop.set()
+                raise _Deadline
+            if received[0] < MIN_BYTES_PER_S * (now - start):
+                stop.set()
+                raise _Stalled(received[0])
+            stall_at = now + 0.5  # fast enough so far: look again in half a second
         if "error" in outcome:
             raise outcome["error"]
         resp, data = outcome["resp"], outcome["data"]

@@ -60,6 +60,9 @@ class Outcome:
     stderr: str
     seconds: float
     rss_mb: float
+    #: CPU seconds (user + system) of the process and the children it waited for: steadier than the
+    #: wall time on a loaded machine
+    cpu_s: float = 0.0
 
 
 #: Starts the CLI like ``python -m rlmedic`` and, at exit, writes the process's own peak RSS
@@ -117,8 +120,9 @@ def run_case(case: Case, cwd: Path) -> Outcome:
         rss_mb = int(hwm_path.read_text()) / 1024
     except (OSError, ValueError):  # killed at the time limit: the kernel's figure (an upper bound) is all there is
         rss_mb = rusage.ru_maxrss / 1024 if rusage else 0.0
+    cpu = rusage.ru_utime + rusage.ru_stime if rusage else 0.0
     return Outcome(rc, out_path.read_bytes().decode("utf-8", "replace"), err_path.read_bytes().decode("utf-8", "replace"),
-                   seconds, rss_mb)
+                   seconds, rss_mb, cpu)
 
 
 def judge(case: Case, outcome: Outcome, before: dict[Path, bytes]) -> list[str]:
@@ -250,6 +254,30 @@ def slime_continuations(lines: int) -> str:
     return "#!/bin/bash\npython3 train.py \\\n   --actor-num-gpus-per-node 8 " + "\\\n" * lines + "   --lr 1e-6\n"
 
 
+def plausible_rl_log(size: int) -> str:
+    """An ordinary slime + SGLang training log of about ``size`` bytes, ending in an NCCL watchdog timeout.
+
+    Every step pauses generation, syncs weights and flushes the cache: the words the shipped
+    records' line-crossing patterns start on (before issue 31 their ``(?:.|\\n)*`` ran from each
+    of them to the end of the text and back, so this log took 17.7 s to match).
+    """
+    lines, step = [], 0
+    while sum(map(len, lines)) < size - 400:
+        step += 1
+        t = f"[2025-06-01 1{step // 3600 % 10}:{step // 60 % 60:02d}:{step % 60:02d}]"
+        lines += [f"{t} INFO rollout.py:212 - rollout {step}: 256 samples, reward mean 0.{step % 97:02d}, "
+                  "response_length/mean 812\n",
+                  f"{t} INFO sglang_engine.py:301 - pause_generation before the weight sync of step {step}\n",
+                  f"{t} INFO update_weight_utils.py:88 - update_weights_from_tensor: 291 tensors, 14.2 GB in 3.1 s\n",
+                  f"{t} INFO sglang_engine.py:320 - flush_cache done; continue_generation\n",
+                  f"{t} INFO train.py:140 - step {step}: loss 0.0231 grad_norm 0.41 kl 0.0012 entropy 0.62 lr 1e-06\n"]
+    lines += ["[rank3]:[E601 12:00:00.000000000 ProcessGroupNCCL.cpp:616] [Rank 3] Watchdog caught collective "
+              "operation timeout: WorkNCCL(SeqNum=51234, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+              "ran for 600012 milliseconds before timing out.\n",
+              "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 3.\n"]
+    return "".join(lines)
+
+
 def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
     """Every hostile case of issue 14 under ``tmp``; also the inputs that must stay unchanged."""
     tmp.mkdir(parents=True, exist_ok=True)
@@ -339,6 +367,8 @@ def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
     login.write_bytes(_gzip.compress(("\n".join([("wandb.login(" * 8334)[:100_000]] * 30) + "\n").encode()))
     url_run = tmp / "url_run.log"
     url_run.write_text("step 1 ERROR connecting to " + "a" * 40_000 + "://\n")
+    plausible = tmp / "plausible_rl.log"  # ~195 KB of an RL run that syncs weights every step (issue 31: 17.7 s)
+    plausible.write_text(plausible_rl_log(195_000))
 
     H = HOSTILE
     cases = [
@@ -431,6 +461,8 @@ def build_cases(tmp: Path) -> tuple[list[Case], dict[Path, bytes]]:
         Case("ask-crafted-regex-log", ["ask", "why did it crash?", "--attach", str(crafted), "--offline"],
              expect="ok", max_seconds=10, max_rss_mb=1000),  # issue 31's goal: 10 s and 1 GB
         Case("diagnose-wandb-login-unclosed", ["diagnose", str(login)], expect="ok", max_seconds=10),
+        Case("ask-plausible-195kb-rl-log", ["ask", "why did it crash?", "--attach", str(plausible), "--offline"],
+             expect="ok", stdout_has="NCCL", max_seconds=10, max_rss_mb=1000),
         Case("excerpt-40000-letters-before-url", ["excerpt", str(url_run)], expect="ok"),
     ]
     before = {p: p.read_bytes() for case in cases for p in case.unchanged}

@@ -100,3 +100,35 @@ def test_concurrent_first_questions_of_separate_sessions_share_one_fresh_index(t
     assert not errors, errors
     assert hits == [3, 3, 3, 3]
     assert not list((tmp_path / "index").glob("*.tmp"))
+
+
+def test_mcp_answers_a_40_mb_path_with_a_short_error(tmp_path: Path) -> None:
+    """Issue 31: MCP sent a 40 MB error back for a 40 MB path (errors echoed the argument)."""
+    import asyncio
+    import os
+    import sys
+
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    (tmp_path / "train.log").write_text("[rank0]: torch.OutOfMemoryError: CUDA out of memory.\n")
+    huge = str(tmp_path / ("p" * 40_000_000))
+    measured: dict[str, float] = {}
+
+    async def main() -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "rlmedic", "mcp", "--allow", str(tmp_path)],
+                                       env={**os.environ})
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            started = time.monotonic()
+            result = await session.call_tool("diagnose", {"paths": [huge]})
+            measured["seconds"] = time.monotonic() - started
+            measured["chars"] = sum(len(getattr(c, "text", "")) for c in result.content)
+            assert result.is_error
+            # the server is still there, and answers the next call normally
+            ok = await session.call_tool("diagnose", {"paths": [str(tmp_path / "train.log")]})
+            assert not ok.is_error and "out of memory" in ok.content[0].text.lower()
+
+    asyncio.run(asyncio.wait_for(main(), timeout=120))
+    assert measured["chars"] < 2_000, measured
+    assert measured["seconds"] < 10, measured

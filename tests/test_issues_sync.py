@@ -382,6 +382,25 @@ def test_a_trickling_body_hits_the_whole_request_deadline(tmp_path: Path, monkey
         assert result.exit_code == 2 and "RLMEDIC_GITHUB_DEADLINE_S" in result.output
 
 
+def test_a_trickle_is_refused_as_a_stall_long_before_the_deadline() -> None:
+    """Issue 31's body of one byte every few seconds: past the stall time, under 8 KB/s on average is a stall
+    (the whole-request deadline, 30 s by default, is the bound for a server that stops sending nothing at all)."""
+    fake = hostile("trickle")
+    fake.trickle_s = 0.05
+    with FakeGitHubServer(fake) as github, GitHubClient(github.url, stall_s=0.5) as client:
+        assert client.deadline == 30
+        start = time.monotonic()
+        with pytest.raises(UserError, match=r"GitHub sent .* in 0.5 s, slower than 8 KB/s; giving up"):
+            client.get(client.url(f"repos/{REPO}/issues", {"state": "closed"}))
+        assert time.monotonic() - start < 2
+    # an answer at full speed is read as before with the same stall time
+    fast = FakeGitHub(page_size=2)
+    populate(fast)
+    with FakeGitHubServer(fast) as github, GitHubClient(github.url, stall_s=0.5) as client:
+        body, _next, _cached = client.get(client.url(f"repos/{REPO}/issues", {"state": "closed"}))
+        assert len(body) == 2
+
+
 @pytest.mark.parametrize("behaviour", ["huge", "endless"])
 def test_a_huge_or_endless_body_is_refused_while_it_streams(behaviour: str) -> None:
     with FakeGitHubServer(hostile(behaviour)) as github, GitHubClient(github.url, max_bytes=1 << 20) as client:
