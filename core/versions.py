@@ -254,7 +254,12 @@ def env_kind(text: str) -> EnvKind:
         return "conda"
     listed = [line for line in lines if not line.startswith(("Package", "-----", "#"))]
     if listed and sum(bool(_PIP_LINE.match(line) or _PIP_AT.match(line)) for line in listed) >= 0.8 * len(listed):
-        return "pip"
+        # "name version" with a space is also what a log line looks like ("step 1"): that form needs
+        # pip list's header or a few lines of it; "name==version" and "name @ url" are pip's own
+        header = any(line.startswith("Package") for line in lines[:2])
+        pinned = sum(bool(re.match(r"^\s*[A-Za-z0-9][\w.-]*\s*(?:===?|@)", line)) for line in listed)
+        if header or pinned >= 0.8 * len(listed) or len(listed) >= 3:
+            return "pip"
     return ""
 
 

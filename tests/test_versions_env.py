@@ -41,6 +41,8 @@ def test_listings_are_recognised_and_read(text: str, kind: str, expected: dict[s
     "actor:\n  lr: 1e-6\n",
     '{"gpus": [{"index": 0}], "driver": "550.54"}',
     "",
+    "step 1\n",  # a one-line log is shaped like `pip list`'s "name version"
+    "step 1\nepoch 2\n",
 ])
 def test_other_files_are_not_listings(text: str) -> None:
     assert env_kind(text) == "" and from_env_listing(text) == {} and not looks_like_env(text)
