@@ -11,8 +11,8 @@ that two seeds give two different logs of the same shape:
   rollout-worker throughput lines, SGLang ``Decode batch`` / ``Prefill batch`` lines, HTTP
   access lines and tqdm bars;
 * ``areal-dense``: the same with a stats table every ~40 lines (metrics at every short step);
-* ``slime``: ``rollout N: {...}`` / ``step N: {...}`` dicts among SGLang and Megatron lines;
-* ``verl``: ``step:N - actor/pg_loss:... - ...`` lines of ~40 pairs among vLLM/SGLang noise;
+* ``slime``: ``rollout N: {...}`` / ``step N: {...}`` dicts among SGLang lines and tqdm bars;
+* ``verl``: ``step:N - actor/pg_loss:... - ...`` lines of 23 pairs among SGLang lines and tqdm bars;
 * ``sparse``: a stats table every ~1500 lines of noise that names no metric;
 * ``kv``: nothing but ``step=N loss=... reward=...`` lines, few distinct values (issue 31's 64 MiB gzip: about 4 MB).
 
@@ -166,6 +166,8 @@ _AREAL_NOISE: tuple[tuple[Noise, float, str], ...] = (
 )
 #: The sparse shape's noise names no metric (no throughput summaries).
 _SPARSE_NOISE = tuple(n for n in _AREAL_NOISE if n[0] is not _throughput)
+#: slime and verl runs: SGLang's lines and tqdm bars, none of AReaL's own.
+_SGLANG_NOISE = tuple(n for n in _AREAL_NOISE if n[0] in (_decode, _prefill, _http, _tqdm))
 
 
 def _noise(rng: random.Random, clock: _Clock, mix: tuple[tuple[Noise, float, str], ...]) -> str:
@@ -192,7 +194,7 @@ def _lines(shape: str, rng: random.Random, size: int) -> Iterator[str]:
             written += len(line) + 1
             yield line
         return
-    mix = _SPARSE_NOISE if shape == "sparse" else _AREAL_NOISE
+    mix = {"sparse": _SPARSE_NOISE, "slime": _SGLANG_NOISE, "verl": _SGLANG_NOISE}.get(shape, _AREAL_NOISE)
     while written < size:
         step += 1
         block = [_noise(rng, clock, mix) for _ in range(per_step)]

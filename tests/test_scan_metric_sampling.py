@@ -1,11 +1,12 @@
-"""Issue 30: past its metric budget a file is read for metrics in a shrinking share of each region.
+"""Issue 30: past its metric budgets a file is read for metrics in a shrinking share of each region.
 
-Below :data:`~rlmedic.tools.logs.scan.METRIC_LINES_FULL` stats lines and tables a file's metrics are
-all read (``tests/test_scan_equivalence.py`` checks it against the old path). Past it, only the
-last part of each region is (1/2, then 1/4...), plus the file's last ``METRIC_TAIL_FULL`` bytes;
-elsewhere the region is scanned for signatures only, and for AReaL's step lines and lines holding
-a non-finite value, which always reach the collector. The budget here is made small so that a
-few megabytes show it.
+Below :data:`~rlmedic.tools.logs.scan.METRIC_LINES_FULL` stats lines and
+:data:`~rlmedic.tools.logs.scan.METRIC_TABLES_FULL` stats tables a file's metrics are all read
+(``tests/test_scan_equivalence.py`` checks it against the old path). Past one, only the last part of
+each region is read for that kind (1/2, then 1/4...), plus the file's last ``METRIC_TAIL_FULL`` bytes;
+elsewhere the region is scanned for signatures, AReaL's step lines and lines holding a non-finite
+value, which always reach the collector. The budgets here are made small so that a few megabytes
+show them.
 """
 
 from __future__ import annotations
@@ -90,11 +91,12 @@ def test_both_engines_read_the_same_lines_past_the_budget(tmp_path: Path) -> Non
 def test_every_areal_step_line_is_read_so_tables_past_the_budget_keep_their_steps(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(logscan, "METRIC_LINES_FULL", 300)  # stats lines and tables together
+    monkeypatch.setattr(logscan, "METRIC_LINES_FULL", 300)
+    monkeypatch.setattr(logscan, "METRIC_TABLES_FULL", 100)
     log = mixedlogs.write(tmp_path / "dense.log", "areal-dense", 3 << 20, 5)
     text = log.read_text(encoding="utf-8").splitlines()
     steps = [(n, int(m.group(1))) for n, line in enumerate(text, 1) if (m := re.search(r"Train step (\d+)/", line))]
-    assert len(steps) > 300
+    assert len(steps) > 300  # both budgets run out
     collector = MetricCollector(builtin_catalog().metrics)
     fed = _fed(log, collector=collector)
     fed_lines = {n for n, _t in fed}
@@ -112,6 +114,7 @@ def test_a_nan_in_a_table_row_outside_the_full_parts_reaches_the_collector(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(logscan, "METRIC_LINES_FULL", 300)
+    monkeypatch.setattr(logscan, "METRIC_TABLES_FULL", 100)
     log = mixedlogs.write(tmp_path / "dense.log", "areal-dense", 3 << 20, 6)
     lines = log.read_text(encoding="utf-8").split("\n")
     fed = {n for n, _t in _fed(log)}
@@ -125,6 +128,20 @@ def test_a_nan_in_a_table_row_outside_the_full_parts_reaches_the_collector(
     assert (target + 1, lines[target]) in _fed(log, collector=collector)  # the row alone, with its nan
     grad = next(s for (_i, key), s in collector.series.items() if key == "grpo_actor/update/grad_norm")
     assert [p.line for p in grad.points if p.value != p.value] == [target + 1]  # nan != nan
+
+
+def test_tables_are_all_read_while_only_the_stats_line_budget_is_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logscan, "METRIC_LINES_FULL", 100)
+    log = mixedlogs.write(tmp_path / "mixed.log", "areal-mixed", 3 << 20, 7)
+    text = log.read_text(encoding="utf-8").splitlines()
+    throughput = [n for n, line in enumerate(text, 1) if "rollout throughput" in line]
+    tables = [n + 3 for n, line in enumerate(text, 1) if "Train step" in line]  # step line, Stats line, border, row
+    assert len(throughput) > 1000 and len(tables) > 20
+    fed = {n for n, _t in _fed(log)}
+    assert all(n in fed for n in tables)
+    assert 100 < len([n for n in throughput if n in fed]) < len(throughput) // 2
 
 
 def test_a_file_under_the_budget_is_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

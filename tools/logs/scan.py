@@ -51,10 +51,14 @@ TAIL_LINES = 30
 HEAD_BYTES = 64 << 10
 MAX_FILES = 5000
 READ_PIECE = 1 << 20  # bytes per read call (a failing gzip read loses at most this much)
-#: Stats lines of one file all fed to the metric collector; past them one in 2, then one in 4, 8...
-#: (each series keeps its newest points only, and a line naming nan or inf is always fed): 64 MiB of
-#: key=value lines cost 45-66 s, nearly all of it parsing points that were then dropped.
-METRIC_LINES_FULL = 50_000
+#: Stats lines of one file all fed to the metric collector (its budget). Past them a file's stats lines
+#: are read in a shrinking share of each region (:meth:`Scanner._metric_window`) and its last
+#: :data:`METRIC_TAIL_FULL` bytes; AReaL's step lines and lines holding a nan or an inf always. Parsing a
+#: stats line costs 10-20 us, the scan around it ~2-3 ns a byte: 64 MiB of key=value lines cost 45-66 s
+#: when each was parsed, a 256 MiB AReaL log 7-15 s (issues 30, 31); 5,000 of them cost ~0.1 s.
+METRIC_LINES_FULL = 5_000
+#: Stats tables (AReaL's per-step grids: one a training step) of one file all read, the same way.
+METRIC_TABLES_FULL = 20_000
 #: The last stretch of a file (bytes) read for metrics in full even past the budget: how a run ends.
 METRIC_TAIL_FULL = 1 << 20
 #: A nan or inf spelled as a value (``loss=nan``, ``tensor(-inf)``, ``Infinity``), not inside a word (``INFO``).
@@ -810,8 +814,8 @@ class Scanner:
         )
         self.bytes_read = 0
         self.truncated = False
-        self._metric_lines: dict[int, int] = {}  # file -> stats lines and tables met (see METRIC_LINES_FULL)
-        self._budget_at: dict[int, int] = {}  # file -> byte offset where its metric budget ran out
+        self._metric_lines: dict[tuple[str, int], int] = {}  # ("lines"|"tables", file) -> met so far (the budgets)
+        self._budget_at: dict[tuple[str, int], int] = {}  # ("lines"|"tables", file) -> file offset where it ran out
         self._metric_texts = [((lit.text.lower() if lit.caseless else lit.text).encode(), lit.caseless)
                               for lit in catalog.metric_literals]
 
@@ -1038,14 +1042,17 @@ class Scanner:
     ) -> int:
         """Scan ``buf[start:end]`` (whole lines); return the line number at ``end``.
 
-        A file past its metric budget (:data:`METRIC_LINES_FULL` stats lines and tables) is read for
-        metrics only in the region's last part (:meth:`_metric_window`); before it, only for signatures,
-        AReaL's step lines and lines holding a non-finite value.
+        A file past its budget of stats lines (:data:`METRIC_LINES_FULL`) or of stats tables
+        (:data:`METRIC_TABLES_FULL`) has them read only in the region's last part (:meth:`_metric_window`);
+        before it, the region is read for signatures, AReaL's step lines and values that are nan or inf.
         """
         fi = info.index
-        full_from = self._metric_window(buf, start, end, filled, info, eof) if fi in self._budget_at else start
-        matches = self.engine.scan_sparse(buf, start, full_from) if full_from > start else []
-        matches += self.engine.scan(buf, full_from, end)
+        budget_at = self._budget_at
+        lines_from = self._metric_window(buf, start, end, filled, info, eof, "lines") if ("lines", fi) in budget_at else start
+        tables_from = self._metric_window(buf, start, end, filled, info, eof, "tables") if ("tables", fi) in budget_at else start
+        sparse_to = min(lines_from, tables_from)
+        matches = self.engine.scan_sparse(buf, start, sparse_to) if sparse_to > start else []
+        matches += self.engine.scan(buf, sparse_to, end)
         counted = start
         owners = self._owners
         on_metric = self.on_metric
@@ -1053,6 +1060,7 @@ class Scanner:
         metric_only = _METRIC_ONLY if on_metric is not None else None
         non_finite = _NON_FINITE_ONLY
         met = self._metric_lines
+        lines_key, tables_key = ("lines", fi), ("tables", fi)
         find = buf.find
         i = 0
         n = len(matches)
@@ -1061,7 +1069,7 @@ class Scanner:
             own = owners[idx]
             if own is metric_only or own is non_finite:
                 # the hot path of a metric-dense log: a line that only names metrics and is no table row
-                # goes to the collector as it is, without building the set of its ids
+                # read as a table goes to the collector as it is, without building the set of its ids
                 le = find(b"\n", pos, end)
                 if le < 0:
                     le = end
@@ -1081,15 +1089,16 @@ class Scanner:
                     ls = buf.rfind(b"\n", start, pos) + 1
                     if ls < start:
                         ls = start
-                    if on_table is None or pos < full_from or find(_BAR, ls, ls + 200 if ls + 200 < le else le) < 0:
+                    row = on_table is not None and find(_BAR, ls, ls + 200 if ls + 200 < le else le) >= 0
+                    if not row or pos < tables_from:
                         i = nxt
                         if not named and not self._names_metric(buf, ls, le):
                             continue  # a non-finite value on a line that names no metric
-                        if pos >= full_from:
-                            seen = met.get(fi, 0) + 1
-                            met[fi] = seen
-                            if seen > METRIC_LINES_FULL and fi not in self._budget_at:
-                                full_from = self._spent(buf, le, end, filled, info, eof)
+                        if not row and pos >= lines_from:
+                            seen = met.get(lines_key, 0) + 1
+                            met[lines_key] = seen
+                            if seen > METRIC_LINES_FULL and lines_key not in budget_at:
+                                lines_from = self._spent(buf, le, end, filled, info, eof, "lines")
                         elif not (forced or find(_STEP_LINE, ls, le) >= 0 or _NON_FINITE.search(buf, ls, le)):
                             continue
                         line_no += buf.count(b"\n", counted, ls)
@@ -1114,19 +1123,19 @@ class Scanner:
                 continue
             line_no += buf.count(b"\n", counted, ls)
             counted = ls
-            full = pos >= full_from
-            if on_table is not None and full and "#metric" in ids and buf.find(_BAR, ls, min(le, ls + 200)) >= 0:
+            row = on_table is not None and "#metric" in ids and buf.find(_BAR, ls, min(le, ls + 200)) >= 0
+            if row and pos >= tables_from:
                 # a stats-table row: hand the whole table to the collector at once (one decode, one
                 # compiled findall), then go on after it; other signatures' hits inside it still count
                 block_end = self._table_end(buf, ls, end)
                 if block_end > le:
                     text = buf[ls:block_end].decode("utf-8", errors="replace")
                     if "\x1b" not in text and "\r" not in text:
-                        on_table(fi, line_no, text)
-                        seen = met.get(fi, 0) + 1
-                        met[fi] = seen
-                        if seen > METRIC_LINES_FULL and fi not in self._budget_at:
-                            full_from = self._spent(buf, block_end, end, filled, info, eof)
+                        on_table(fi, line_no, text)  # type: ignore[misc]
+                        seen = met.get(tables_key, 0) + 1
+                        met[tables_key] = seen
+                        if seen > METRIC_TABLES_FULL and tables_key not in budget_at:
+                            tables_from = self._spent(buf, block_end, end, filled, info, eof, "tables")
                         ids.discard("#metric")
                         if ids:
                             self._handle_line(buf, ls, le, filled, line_no, ids, info)
@@ -1143,11 +1152,11 @@ class Scanner:
                             i += 1
                         continue
             if on_metric is not None and len(ids) == 1 and "#metric" in ids:
-                if full:
-                    seen = met.get(fi, 0) + 1
-                    met[fi] = seen
-                    if seen > METRIC_LINES_FULL and fi not in self._budget_at:
-                        full_from = self._spent(buf, le, end, filled, info, eof)
+                if pos >= (tables_from if row else lines_from):  # a row read alone: a one-row table, a cut one
+                    seen = met.get(lines_key, 0) + 1
+                    met[lines_key] = seen
+                    if seen > METRIC_LINES_FULL and lines_key not in budget_at:
+                        lines_from = self._spent(buf, le, end, filled, info, eof, "lines")
                     on_metric(fi, line_no, clean_line(buf[ls:le]))  # a stats line only
                 elif buf.find(_STEP_LINE, ls, le) >= 0 or _NON_FINITE.search(buf, ls, le):
                     # read for signatures only: AReaL's step line (its table takes the step from it) and a
@@ -1158,21 +1167,23 @@ class Scanner:
         line_no += buf.count(b"\n", counted, end)
         return line_no
 
-    def _spent(self, buf: bytearray, at: int, end: int, filled: int, info: FileInfo, eof: bool) -> int:
-        """The file's metric budget ran out at ``buf[at]``: remember where, and return where the rest of
-        this region is read in full for metrics again (see :meth:`_metric_window`)."""
-        self._budget_at[info.index] = max(1, info.bytes_read - filled + at)
+    def _spent(self, buf: bytearray, at: int, end: int, filled: int, info: FileInfo, eof: bool, kind: str) -> int:
+        """The file's budget of ``kind`` (lines, tables) ran out at ``buf[at]``: remember where, and return
+        where the rest of this region is read in full for them again (see :meth:`_metric_window`)."""
+        self._budget_at[(kind, info.index)] = max(1, info.bytes_read - filled + at)
         nl = buf.find(b"\n", at, end)
-        return self._metric_window(buf, nl + 1 if nl >= 0 else end, end, filled, info, eof)
+        return self._metric_window(buf, nl + 1 if nl >= 0 else end, end, filled, info, eof, kind)
 
-    def _metric_window(self, buf: bytearray, start: int, end: int, filled: int, info: FileInfo, eof: bool) -> int:
-        """Where the part of ``buf[start:end]`` read in full for metrics starts (a line start), the file
-        being past its budget: its last 1/2 while the file is under twice the size read when the budget
-        ran out, then 1/4, 1/8... so a file of any size costs a bounded share of parsing; the file's last
-        :data:`METRIC_TAIL_FULL` bytes are read in full (how the run ends: a streak to the end, the last
-        step). Points are each series' newest anyway (:data:`~rlmedic.tools.logs.metrics.MAX_POINTS`)."""
+    def _metric_window(self, buf: bytearray, start: int, end: int, filled: int, info: FileInfo, eof: bool,
+                       kind: str) -> int:
+        """Where the part of ``buf[start:end]`` read in full for stats lines or tables (``kind``) starts (a
+        line start), the file being past that budget: its last 1/2 while the file is under twice the size
+        read when the budget ran out, then 1/4, 1/8... so a file of any size costs a bounded share of
+        parsing; the file's last :data:`METRIC_TAIL_FULL` bytes are read in full (how the run ends: a streak
+        to the end, the last step). Each series keeps its newest points anyway
+        (:data:`~rlmedic.tools.logs.metrics.MAX_POINTS`)."""
         first = info.bytes_read - filled  # the file offset of buf[0]
-        stride = 1 << min(20, ((first + end) // self._budget_at[info.index]).bit_length())
+        stride = 1 << min(20, ((first + end) // self._budget_at[(kind, info.index)]).bit_length())
         cut = end - (end - start) // stride
         if eof:
             cut = min(cut, end - METRIC_TAIL_FULL)
