@@ -234,6 +234,9 @@ class MetricCollector:
         seen = self._file_keys.get(file_index)
         if seen is None:
             seen = self._file_keys[file_index] = set()
+        at = step if step is not None else self.current_step.get(file_index)
+        get_series = self.series.get
+        added = False
         for key, raw in pairs:
             if key not in seen:
                 seen.add(key)
@@ -245,7 +248,23 @@ class MetricCollector:
                 value = float(raw)
             except ValueError:
                 continue
-            self._add(file_index, key, kind, value, line_no, step)
+            series = get_series((file_index, key))
+            if series is None or at is None:  # a new series, or points counted per series: the general path
+                self._add(file_index, key, kind, value, line_no, step)
+                continue
+            # what _add does for a series that exists at a known step, without its lookups
+            points = series.points
+            if points and points[-1].step == at and points[-1].line == line_no:
+                continue
+            if len(points) >= MAX_POINTS:
+                series.add(Point(at, value, line_no))
+            else:
+                points.append(Point(at, value, line_no))
+            added = True
+        if added:
+            prev = self.last_step.get(file_index)
+            if prev is None or line_no >= prev[1]:
+                self.last_step[file_index] = (at, line_no)
 
     @staticmethod
     def _grid_pairs(text: str) -> list[tuple[str, str]]:
