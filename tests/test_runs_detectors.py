@@ -168,6 +168,14 @@ def test_vocabulary_cites_every_framework_key_and_validates() -> None:
     bad["concepts"]["kl"]["keys"]["megatron"] = {"patterns": ["x"], "source": "y"}
     with pytest.raises(UserError, match="unknown framework"):
         vocabulary.validate(bad)
+    bad = copy.deepcopy(data)
+    bad["log_series"]["reward"] = "rewardz"
+    with pytest.raises(UserError, match="log_series"):
+        vocabulary.validate(bad)
+    bad = copy.deepcopy(data)
+    bad["concepts"]["staleness"]["keys"]["slime"] = {"absent": ""}
+    with pytest.raises(UserError, match="absent"):
+        vocabulary.validate(bad)  # a framework without the key must say why
 
 
 def test_detector_file_validates() -> None:

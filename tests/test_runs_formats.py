@@ -108,6 +108,16 @@ def test_tensorboard_csv_downloads_are_read_with_their_tags(tmp_path: Path, path
     root = d.root_finding
     assert root.id == rule and root.evidence["metric"] == KEYS[framework][concept] and root.evidence["step"] == onset
     assert d.stats["frameworks"] == [framework]
+    # a zip of them (what the web app and Slack take) is the same run
+    import zipfile
+
+    archive = tmp_path / "downloads.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for f in files:
+            zf.write(f, f"downloads/{f.name}")
+    assert run_kind(archive) == "zip"
+    dz = diagnose_runs([archive])
+    assert dz.root_finding.id == rule and dz.root_finding.evidence["step"] == onset
     # one file alone is a dump whose tag is its name's
     one = next(f for f in files if f.name.endswith(KEYS[framework][concept].replace("/", "_") + ".csv"))
     assert run_kind(one) == "dump"
