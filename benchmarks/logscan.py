@@ -1,23 +1,28 @@
-"""Benchmark: a cold ``rlmedic diagnose`` against ``LC_ALL=C grep -E -c`` and ``rg -c`` on five log shapes.
+"""Benchmark: a cold ``rlmedic diagnose`` against ``LC_ALL=C grep -E -c`` and ``rg -c`` on realistic log shapes.
 
-Run: ``python benchmarks/logscan.py [--size-mb 256] [--dense-mb 128] [--warn-mb 64] [--ranks 16] [--rank-mb 16]
-[--runs 1] [--dir /tmp/x] [--keep]``
+Run: ``python benchmarks/logscan.py [--size-mb 256] [--seed 1] [--shapes areal-mixed,...] [--warn-mb 64]
+[--kv-mb 64] [--ranks 16] [--rank-mb 16] [--runs 1] [--dir /tmp/x] [--keep]``
 
-It writes realistic synthetic logs (healthy AReaL/SGLang noise - decode lines, HTTP access
-lines, tqdm bars, per-step stats tables - with a CUDA OOM and NCCL cascades at the end):
+The logs (``benchmarks/mixedlogs.py``: lines shaped like the fixtures' AReaL, SGLang, slime and verl
+lines, values from a seeded generator; each shape gets its own seed, ``--seed`` shifts them all):
 
-* ``sparse``: one big log, a stats table every 1500 lines;
-* ``gzip``: the same log gzipped (anchors: ``zgrep``, ``rg -z``);
-* ``dense``: about every sixth line is a stats line (metrics logged at every step);
+* ``areal-mixed``: Ray-prefixed StatsLogger tables, rollout throughput lines, SGLang decode and
+  prefill lines, HTTP access lines, tqdm bars; ``areal-dense``: a stats table every ~40 lines;
+  ``slime`` and ``verl``: their metric dicts among SGLang lines; ``sparse``: a table every ~1500
+  lines of noise that names no metric. Each ends with a CUDA OOM traceback and NCCL cascades;
+* ``gzip``: ``areal-mixed`` gzipped (anchors: ``zgrep``, ``rg -z``);
 * ``warnings``: 10% of the lines are matching warnings (SGLang KV-cache retractions);
+* ``kv``: issue 31's gzip of 64 MiB of ``key=value`` lines (about 4 MB compressed), a NaN late in
+  it; its target is under 10 s, not a ratio;
 * ``N-ranks``: a folder of per-rank logs, the OOM in one of them (wall time: all cores).
 
-Every tool runs as a fresh process, start-up included, on the same pattern file: the
-catalog's regexes rewritten as EREs (:func:`ere_patterns`). CPU time (user + system of the
-process and its children, from ``os.wait4``) is the figure for single files, since the
-machine may be shared; wall time for the folder. The anchors run in the C locale (no
-UTF-8 decoding: their fastest mode). Target: ratio >= 1 on every shape. rlmedic does more
-than count lines (findings, root cause, metrics); a wrong root cause fails the run.
+Every tool runs as a fresh process, start-up included, on the same pattern file: the catalog's
+regexes rewritten as EREs (:func:`ere_patterns`, 211 patterns today). CPU time (user + system of
+the process and its children, from ``os.wait4``) and wall time are both printed, with the load
+average before each row; the ratio is the anchor's time over rlmedic's (>= 1: rlmedic is at least
+as fast), CPU for single files, wall for the folder. The anchors run in the C locale (no UTF-8
+decoding: their fastest mode). rlmedic does more than count lines (findings, root cause, metric
+series); a wrong root cause fails the run.
 """
 
 from __future__ import annotations
@@ -287,6 +292,14 @@ def rg_bytes(ere: str) -> str:
 # ------------------------------------------------------------------ the logs ------
 
 
+def write_shape(path: str | Path, shape: str, size_bytes: int, seed: int) -> None:
+    """One of :mod:`mixedlogs`' shapes (gzipped when ``path`` ends in ``.gz``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import mixedlogs
+
+    mixedlogs.write(path, shape, size_bytes, seed)
+
+
 def write_rank_folder(folder: str | Path, ranks: int, rank_bytes: int, *, failing_rank: int = 3) -> None:
     """``ranks`` per-rank logs of about ``rank_bytes`` each; ``failing_rank`` dies of the OOM.
 
@@ -335,14 +348,16 @@ def _best(cmd: list[str] | str, runs: int, env: dict[str, str] | None = None, sh
     return min(r[0] for r in results), min(r[1] for r in results), results[-1][2]
 
 
-def measure(label: str, path: str, pattern_file: str, runs: int, rg: str | None) -> dict[str, object]:
-    rg_file = pattern_file[: -len(".ere")] + ".rg"  # written beside it by main()
+def measure(label: str, path: str, pattern_file: str, runs: int, rg: str | None, expect: str | None = "cuda-oom"
+            ) -> dict[str, object]:
     """One log (file, gzip or folder): grep -E -c and rg -c (C locale), rlmedic diagnose, each a fresh process."""
+    rg_file = pattern_file[: -len(".ere")] + ".rg"  # written beside it by main()
     size = _size(path)
     files = [os.path.join(path, f) for f in sorted(os.listdir(path))] if os.path.isdir(path) else [path]
     subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm the page cache for everyone
     c_env = {**os.environ, "LC_ALL": "C"}
-    row: dict[str, object] = {"label": label, "mb": size / 1e6, "files": len(files)}
+    row: dict[str, object] = {"label": label, "mb": size / 1e6, "files": len(files), "load": os.getloadavg()[0],
+                              "expect": expect}
     gz = path.endswith(".gz")
     if gz:  # zgrep is gzip -cdfq | grep: the same pipeline, counted whole
         row["grep"] = _best(["zgrep", "-E", "-c", "-f", pattern_file, path], runs, c_env)
@@ -368,18 +383,22 @@ def report(rows: list[dict[str, object]], rg: str | None) -> None:
     print()
     print("Each tool as a fresh process, start-up included; best of runs. Anchors: grep -E -c (LC_ALL=C; zgrep for")
     print("gzip) and rg -c --no-unicode (-z for gzip), the same pattern file. Ratio = anchor's time / rlmedic's time")
-    print("(>= 1: rlmedic is at least as fast). CPU time for single files; wall time for the rank folder.")
-    head = f"{'log':9s} {'MB':>6s} {'files':>5s} {'grep s':>7s} {'rg s':>7s} {'rlmedic s':>9s} {'x grep':>7s} {'x rg':>7s}  measure"
+    print("(>= 1: rlmedic is at least as fast), CPU and wall; the folder's figure is wall (all cores). load: 1-min load")
+    print("average before the row.")
+    head = (f"{'log':12s} {'MB':>5s} {'load':>4s} | {'grep cpu':>8s} {'rg cpu':>6s} {'me cpu':>6s} {'x grep':>6s} {'x rg':>5s} | "
+            f"{'grep wall':>9s} {'rg wall':>7s} {'me wall':>7s} {'x grep':>6s} {'x rg':>5s}  root")
     print(head)
     for row in rows:
-        idx = 1 if row["label"].endswith("ranks") else 0  # type: ignore[union-attr]
-        g = row["grep"][idx]  # type: ignore[index]
-        r = row["rg"][idx] if row.get("rg") else None  # type: ignore[index]
-        me = row["rlmedic"][idx]  # type: ignore[index]
-        rg_cell = f"{r:7.2f}" if r is not None else f"{'-':>7s}"
-        rg_ratio = f"{r / me:7.2f}" if r is not None else f"{'-':>7s}"
-        print(f"{row['label']:9s} {row['mb']:6.0f} {row['files']:5d} {g:7.2f} {rg_cell} {me:9.2f} {g / me:7.2f} {rg_ratio}  "
-              f"{'wall' if idx else 'CPU'}  root={row['root']} at {row['root_at']}"
+        g, me = row["grep"], row["rlmedic"]  # type: ignore[index]
+        r = row.get("rg")
+        cells = []
+        for k in (0, 1):
+            rg_cell = f"{r[k]:6.2f}" if r else f"{'-':>6s}"  # type: ignore[index]
+            rg_ratio = f"{r[k] / me[k]:5.2f}" if r else f"{'-':>5s}"  # type: ignore[index]
+            width = 8 if k == 0 else 9
+            cells.append(f"{g[k]:{width}.2f} {rg_cell if k == 0 else rg_cell.rjust(7)} {me[k]:{6 if k == 0 else 7}.2f} "  # type: ignore[index]
+                         f"{g[k] / me[k]:6.2f} {rg_ratio}")  # type: ignore[index]
+        print(f"{row['label']:12s} {row['mb']:5.0f} {row['load']:4.1f} | {cells[0]} | {cells[1]}  {row['root']} at {row['root_at']}"
               + (f"  partial={row['partial']}" if row.get("partial") else ""))
     if not rg:
         print("rg: ripgrep is not installed (apt-get install ripgrep); its column is left empty")
@@ -387,9 +406,13 @@ def report(rows: list[dict[str, object]], rg: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-mb", type=int, default=256, help="size of the sparse log (and its gzip)")
-    ap.add_argument("--dense-mb", type=int, default=128, help="size of the metric-dense log")
-    ap.add_argument("--warn-mb", type=int, default=64, help="size of the warning-dense log (10%% matching lines)")
+    ap.add_argument("--size-mb", type=int, default=256, help="MiB of each mixed shape (and of the gzip's inside)")
+    ap.add_argument("--seed", type=int, default=1, help="first seed; each shape takes the next one")
+    ap.add_argument("--shapes", default="areal-mixed,areal-dense,slime,verl,sparse",
+                    help="mixedlogs shapes to measure (comma-separated); the gzip row is areal-mixed gzipped")
+    ap.add_argument("--warn-mb", type=int, default=64, help="size of the warning-dense log (10%% matching lines; 0: skip)")
+    ap.add_argument("--kv-mb", type=int, default=64, help="size inside the key=value gzip (0: skip)")
+    ap.add_argument("--no-gzip", action="store_true", help="leave out the gzipped areal-mixed row")
     ap.add_argument("--ranks", type=int, default=16, help="files in the per-rank folder (0: leave it out)")
     ap.add_argument("--rank-mb", type=int, default=16, help="size of each per-rank file")
     ap.add_argument("--runs", type=int, default=1, help="runs per measurement; the best counts")
@@ -399,26 +422,30 @@ def main(argv: list[str] | None = None) -> int:
 
     workdir = args.dir or tempfile.mkdtemp(prefix="rlmedic-bench-")
     os.makedirs(workdir, exist_ok=True)
-    sparse = os.path.join(workdir, f"sparse-{args.size_mb}mb.log")
-    gz = sparse + ".gz"
-    dense = os.path.join(workdir, f"dense-{args.dense_mb}mb.log")
-    warn = os.path.join(workdir, f"warnings-{args.warn_mb}mb.log")
-    ranks = os.path.join(workdir, f"ranks-{args.ranks}x{args.rank_mb}mb")
-
-    def gzip_of(path: str) -> None:
-        with open(sparse, "rb") as src, open(path, "wb") as dst:
-            subprocess.run(["gzip", "-c", "-6"], stdin=src, stdout=dst, check=True)
-
-    jobs = [(sparse, lambda p: write_log(p, args.size_mb << 20)),
-            (gz, gzip_of),
-            (dense, lambda p: write_log(p, args.dense_mb << 20, lines_per_step=40)),
-            (warn, lambda p: write_log(p, args.warn_mb << 20, warning_ratio=0.1))]
+    size = args.size_mb << 20
+    shapes = [s for s in args.shapes.split(",") if s]
+    jobs: list[tuple[str, str, object, str | None]] = []  # (label, path, maker, expected root)
+    for n, shape in enumerate(shapes):
+        seed = args.seed + n
+        path = os.path.join(workdir, f"{shape}-{args.size_mb}mb-s{seed}.log")
+        jobs.append((shape, path, lambda p, shape=shape, seed=seed: write_shape(p, shape, size, seed), "cuda-oom"))
+    if not args.no_gzip:
+        seed = args.seed + len(shapes)
+        jobs.append(("gzip", os.path.join(workdir, f"areal-mixed-{args.size_mb}mb-s{seed}.log.gz"),
+                     lambda p, seed=seed: write_shape(p, "areal-mixed", size, seed), "cuda-oom"))
+    if args.warn_mb:
+        jobs.append(("warnings", os.path.join(workdir, f"warnings-{args.warn_mb}mb.log"),
+                     lambda p: write_log(p, args.warn_mb << 20, warning_ratio=0.1), "cuda-oom"))
+    if args.kv_mb:
+        jobs.append(("kv-gzip", os.path.join(workdir, f"kv-{args.kv_mb}mb.log.gz"),
+                     lambda p: write_shape(p, "kv", args.kv_mb << 20, args.seed), "nonfinite-loss"))
     if args.ranks:
-        jobs.append((ranks, lambda p: write_rank_folder(p, args.ranks, args.rank_mb << 20)))
-    for path, make in jobs:
+        jobs.append((f"{args.ranks}-ranks", os.path.join(workdir, f"ranks-{args.ranks}x{args.rank_mb}mb"),
+                     lambda p: write_rank_folder(p, args.ranks, args.rank_mb << 20), "cuda-oom"))
+    for _label, path, make, _root in jobs:
         if not (args.keep and os.path.exists(path)):
             t = time.perf_counter()
-            make(path)
+            make(path)  # type: ignore[operator]
             print(f"generated {path} ({_size(path) / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f} s")
     pattern_file = os.path.join(workdir, "patterns.ere")
     pats = ere_patterns()
@@ -429,20 +456,21 @@ def main(argv: list[str] | None = None) -> int:
     rg = shutil.which("rg")
     print(f"{len(pats)} patterns; ripgrep {'at ' + rg if rg else 'not installed'}; {os.cpu_count()} CPUs; "
           f"load average {os.getloadavg()[0]:.1f}")
-    rows = [measure("sparse", sparse, pattern_file, args.runs, rg),
-            measure("gzip", gz, pattern_file, args.runs, rg),
-            measure("dense", dense, pattern_file, args.runs, rg),
-            measure("warnings", warn, pattern_file, args.runs, rg)]
-    if args.ranks:
-        rows.append(measure(f"{args.ranks}-ranks", ranks, pattern_file, args.runs, rg))
+    rows = []
+    for label, path, _make, root in jobs:
+        rows.append(measure(label, path, pattern_file, args.runs, rg, root))
+        print(f"  {label}: rlmedic {rows[-1]['rlmedic'][0]:.2f} s CPU, {rows[-1]['rlmedic'][1]:.2f} s wall", flush=True)  # type: ignore[index]
     report(rows, rg)
     if not args.keep and not args.dir:
         shutil.rmtree(workdir, ignore_errors=True)
-    wrong = [row for row in rows if row["root"] != "cuda-oom"]
+    wrong = [row for row in rows if row["root"] != row["expect"]]
     for row in wrong:
-        print(f"WRONG ANSWER on {row['label']}: the root cause should be cuda-oom, got {row['root']}: "
+        print(f"WRONG ANSWER on {row['label']}: the root cause should be {row['expect']}, got {row['root']}: "
               "the speed figures do not count")
-    return 1 if wrong else 0
+    slow = [row for row in rows if row["label"] == "kv-gzip" and row["rlmedic"][1] > 10]  # type: ignore[index]
+    for row in slow:
+        print(f"kv-gzip took {row['rlmedic'][1]:.1f} s wall: over issue 31's 10 s")  # type: ignore[index]
+    return 1 if wrong or slow else 0
 
 
 if __name__ == "__main__":
