@@ -372,13 +372,19 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
     walls: list[Any] = []
     output: list[str] = []
     number = _number
-    hist: list[bytes] = []
-    pending: list[bytes] = []  # history records the bulk read returns (they did not fit its form)
+    hist: list[Any] = []
+    pending: list[Any] = []  # and the history records the bulk read returns (they did not fit its form)
+    fast = _history_fast
     for payload in records(data):
-        field = _record_field(payload)
+        # the field after the record's number (a varint of 1-3 bytes: every log under 2 million records)
+        if len(payload) > 5 and payload[0] == 0x08:
+            field = payload[2] if payload[1] < 0x80 else payload[3] if payload[2] < 0x80 else \
+                payload[4] if payload[3] < 0x80 else _record_field(payload)
+        else:
+            field = _record_field(payload)
         if field == _SUMMARY:
             continue
-        if field == _HISTORY and _history_fast(payload) is not None:
+        if field == _HISTORY and fast(payload) is not None:
             hist.append(payload)
             continue
         pending.append(payload)
