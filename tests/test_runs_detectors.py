@@ -238,6 +238,15 @@ def test_text_logs_and_run_folders_read_one_vocabulary_and_one_detector_file(tmp
     assert "response-length-cap" in [f.id for f in d.findings]
 
 
+def test_a_validation_key_is_no_training_reward() -> None:
+    """The text-log forms the one vocabulary took in (``.../score/mean``, ``.../reward/mean``) do not take a
+    generic dump's validation keys for the training reward."""
+    vocab = builtin_vocabulary()
+    assert vocab.assign(["val/score/mean", "train/loss"]) == {"val_score": "val/score/mean", "loss": "train/loss"}
+    assert vocab.assign(["eval/reward/mean", "train/reward"]) == {"reward": "train/reward", "val_score": "eval/reward/mean"}
+    assert vocab.assign(["my/score/mean"]) == {"reward": "my/score/mean"}
+
+
 def test_log_rules_validate() -> None:
     data = copy.deepcopy(builtin_rules())
     rule = next(r for r in data["rules"] if r["id"] == "no-eos")
