@@ -24,7 +24,6 @@ import re
 import shlex
 import stat
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -519,8 +518,8 @@ class _NameWalk:
         self._seen = 0
         self._nfiles = 0
         self._walk([str(root)], defer=True)
-        #: the step folders of :attr:`steps` not entered yet
-        self.pending: set[str] = set(self.steps)
+        #: step folders of :attr:`steps` walked by :meth:`expand` (a bare one is only listed: never walked twice either)
+        self.entered: set[str] = set()
         hf = {}
         for d in self.dirs:
             m = HF_STEP_DIR.search(os.path.basename(d))
@@ -582,15 +581,19 @@ class _NameWalk:
             if self.truncated:
                 return
 
-    def expand(self, directories: Iterable[str]) -> set[str]:
-        """Walk into the step folders not entered yet; return the AReaL ones with no file anywhere inside.
+    def expand(self, directories: list[str]) -> tuple[set[str], list[str]]:
+        """Walk into step folders; return the AReaL ones with no file anywhere inside, and the others.
 
         One ``listdir`` per folder: an empty folder (the common case of a tree of 100,000 of
         them) costs that call and nothing else. A folder that cannot be read is not empty:
-        :meth:`_walk` records it as unreadable.
+        :meth:`_walk` records it as unreadable. Hugging Face step folders (walked already) and
+        folders that held something when entered before are not entered again.
         """
-        todo = [d for d in directories if d in self.pending]
-        self.pending.difference_update(todo)
+        todo, held = directories, []
+        if self.entered or self.step_dirs is not self.steps:
+            todo = []
+            for d in directories:
+                (todo if d in self.steps and d not in self.entered else held).append(d)
         listdir = os.listdir
         bare: list[str] = []
         full: list[str] = []
@@ -606,7 +609,13 @@ class _NameWalk:
             self._walk([directory])
             if self._nfiles == files and len(self.unreadable) == unreadable and not self.truncated:
                 empty.add(directory)  # only folders inside, no file
-        return empty - self.megatron if self.megatron else empty
+            else:
+                held.append(directory)
+        self.entered.update(full)  # walked once: its names are listed (an empty one is not asked for again)
+        if self.megatron:  # an empty iter_ folder is a damaged save: checked, not summarised
+            held += [d for d in empty if d in self.megatron]
+            empty.difference_update(self.megatron)
+        return empty, held
 
     def by_step(self) -> list[str]:
         """Every step folder, oldest first (sorted once: a tree can hold 100,000).
@@ -643,8 +652,9 @@ def _large_tree_walk(names: _NameWalk, step_dirs: dict[str, int], detail: int,
     while len(newest) < detail and end > 0:
         take = candidates[max(0, end - max(batch, detail - len(newest))):end]
         end -= len(take)
-        empty |= names.expand(take)
-        newest |= set(take).difference(empty)
+        found, held = names.expand(take)
+        empty |= found
+        newest.update(held)
         batch *= 2
     all_steps = step_dirs
     unchecked = step_dirs.keys() - newest - empty
