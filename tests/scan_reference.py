@@ -11,17 +11,25 @@ is the current code, so the comparison sees only what the fast path changed. Bel
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from rlmedic.tools.logs.metrics import MAX_POINTS, MAX_SERIES, MAX_SERIES_PER_FILE, MetricCollector, Point, Series
 from rlmedic.tools.logs.metrics import _AREAL_STEP, _DICT_PAIR, _GRID_PAIR, _JSON_PAIR, _KV_PAIR, _RAY_PREFIX, _SLIME_STEP
 from rlmedic.tools.logs.metrics import _STEP_KEYS, _VERL_STEP
-from rlmedic.tools.logs.scan import _BAR, _METRIC_ONLY, METRIC_LINES_FULL, FileInfo, Scanner, clean_line
+from rlmedic.tools.logs.scan import _BAR, _METRIC_ONLY, _NON_FINITE_ONLY, FileInfo, Scanner, clean_line
 
 _NAN_OR_INF = re.compile(rb"(?i)nan|inf")
+METRIC_LINES_FULL = 50_000  # the budget of 49b0f3a
 
 
 class ReferenceScanner(Scanner):
     """The scanner with its region loop of commit 49b0f3a (one line at a time, every stats line fed)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # the engine of 49b0f3a reported literals only: leave out the reports of non-finite values
+        scan, extra = self.engine.scan, {i for i, owners in enumerate(self.engine.owners) if owners == _NON_FINITE_ONLY}
+        self.engine.scan = lambda buf, start, end: [m for m in scan(buf, start, end) if m[1] not in extra]  # type: ignore[method-assign]
 
     def _scan_region(self, buf: bytearray, start: int, end: int, filled: int, line_no: int, info: FileInfo,
                      eof: bool = False) -> int:

@@ -105,6 +105,8 @@ class PythonEngine:
     """
 
     name = "python"
+    #: Its reports never include ``#nonfinite``: the scanner searches a stats line it leaves unread itself.
+    reports_non_finite = False
 
     def __init__(self, literals: list[tuple[Literal, frozenset[str]]]) -> None:
         folded: dict[str, set[str]] = {}
@@ -154,13 +156,18 @@ class HyperscanEngine:
         lits = [lit for lit, _owners in literals]
         exprs = [re.escape(lit.text).encode() for lit in lits]
         flags = [hyperscan.HS_FLAG_CASELESS if lit.caseless else 0 for lit in lits]
-        self._db = _hyperscan_database(hyperscan, exprs, flags)
+        # non-finite values are reported everywhere (rare), so a stats line left unread is checked for free
+        self._db = _hyperscan_database(hyperscan, [*exprs, _NON_FINITE_HS],
+                                       [*flags, hyperscan.HS_FLAG_CASELESS | hyperscan.HS_FLAG_MULTILINE])
         # a non-finite value is reported one character past its end (or at its last one): on its line
         self._lengths = [len(lit.text.encode()) for lit in lits] + [1]
         # the sparse database (built on first use): the literals of signatures, AReaL's step line, non-finite values
         self._sparse_parts = [(i, e, f) for i, (e, f, (lit, owners)) in enumerate(zip(exprs, flags, literals))
                               if owners != _METRIC_ONLY or lit.text == _STEP_LINE.decode()]
         self._sparse: Any = None
+
+    #: Whether its reports include the values that are nan or inf (``#nonfinite``).
+    reports_non_finite = True
 
     def scan(self, buf: bytearray, start: int, end: int) -> list[tuple[int, int]]:
         return self._scan(self._db, buf, start, end)
@@ -215,7 +222,18 @@ def _hyperscan_database(hyperscan: Any, exprs: list[bytes], flags: list[int], id
 
     version = getattr(hyperscan, "__version__", "")
     parts = [str(version), repr(getattr(hyperscan, "HS_VERSION", "")), *exprs, repr(flags), repr(ids)]
-    return diskcache.cached(kind, diskcache.digest(parts), build, hyperscan.dumpb, load)
+    key = diskcache.digest(parts)
+    blob = _HS_BLOBS.get(key)
+    if blob is not None:  # compiled by this process already: a database of its own (one scratch each)
+        return load(blob)
+    db = diskcache.cached(kind, key, build, hyperscan.dumpb, load)
+    _HS_BLOBS[key] = hyperscan.dumpb(db)
+    return db
+
+
+#: Serialized Hyperscan databases this process compiled or loaded, by key (the disk cache keeps one per
+#: kind; a process with several data dirs, as the test suite, compiles each once).
+_HS_BLOBS: dict[str, bytes] = {}
 
 
 def make_engine(
@@ -1050,7 +1068,9 @@ class Scanner:
         budget_at = self._budget_at
         lines_from = self._metric_window(buf, start, end, filled, info, eof, "lines") if ("lines", fi) in budget_at else start
         tables_from = self._metric_window(buf, start, end, filled, info, eof, "tables") if ("tables", fi) in budget_at else start
-        sparse_to = min(lines_from, tables_from)
+        # where neither is read in full, the sparse database leaves stats lines unreported; a file that has
+        # shown no stats table yet has no tables to look for there either
+        sparse_to = lines_from if not self._metric_lines.get(("tables", fi)) else min(lines_from, tables_from)
         matches = self.engine.scan_sparse(buf, start, sparse_to) if sparse_to > start else []
         matches += self.engine.scan(buf, sparse_to, end)
         counted = start
@@ -1059,6 +1079,7 @@ class Scanner:
         on_table = self.on_table
         metric_only = _METRIC_ONLY if on_metric is not None else None
         non_finite = _NON_FINITE_ONLY
+        reports_non_finite = self.engine.reports_non_finite
         met = self._metric_lines
         lines_key, tables_key = ("lines", fi), ("tables", fi)
         find = buf.find
@@ -1099,7 +1120,8 @@ class Scanner:
                             met[lines_key] = seen
                             if seen > METRIC_LINES_FULL and lines_key not in budget_at:
                                 lines_from = self._spent(buf, le, end, filled, info, eof, "lines")
-                        elif not (forced or find(_STEP_LINE, ls, le) >= 0 or _NON_FINITE.search(buf, ls, le)):
+                        elif not (forced or find(_STEP_LINE, ls, le) >= 0
+                                  or (not reports_non_finite and _NON_FINITE.search(buf, ls, le))):
                             continue
                         line_no += buf.count(b"\n", counted, ls)
                         counted = ls
@@ -1115,7 +1137,8 @@ class Scanner:
             while i < n and matches[i][0] < le:
                 ids |= owners[matches[i][1]]
                 i += 1
-            if "#nonfinite" in ids:  # reported only where the region is read for signatures
+            nan_here = "#nonfinite" in ids
+            if nan_here:
                 ids.discard("#nonfinite")
                 if "#metric" not in ids and on_metric is not None and self._names_metric(buf, ls, le):
                     ids.add("#metric")
@@ -1158,7 +1181,7 @@ class Scanner:
                     if seen > METRIC_LINES_FULL and lines_key not in budget_at:
                         lines_from = self._spent(buf, le, end, filled, info, eof, "lines")
                     on_metric(fi, line_no, clean_line(buf[ls:le]))  # a stats line only
-                elif buf.find(_STEP_LINE, ls, le) >= 0 or _NON_FINITE.search(buf, ls, le):
+                elif buf.find(_STEP_LINE, ls, le) >= 0 or nan_here or (not reports_non_finite and _NON_FINITE.search(buf, ls, le)):
                     # read for signatures only: AReaL's step line (its table takes the step from it) and a
                     # line holding a nan or an inf still go to the collector
                     on_metric(fi, line_no, clean_line(buf[ls:le]))
