@@ -120,6 +120,19 @@ def test_generated_mixed_logs_diagnose_as_before(monkeypatch: pytest.MonkeyPatch
     _assert_same(monkeypatch, _diagnose_path(path), f"{shape} seed {seed}")
 
 
+def test_nan_and_inf_values_in_tables_and_stats_lines_diagnose_as_before(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    path = mixedlogs.write(tmp_path / "dense.log", "areal-dense", 500_000, 8)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    rows = [i for i, line in enumerate(lines) if "grpo_actor/update/grad_norm" in line]
+    stats = [i for i, line in enumerate(lines) if "avg reward=" in line]
+    lines[rows[len(rows) // 2]] = lines[rows[len(rows) // 2]].replace("│  ", "│ nan", 2)
+    lines[stats[len(stats) // 3]] = lines[stats[len(stats) // 3]].replace("avg reward=", "avg reward=-inf ", 1)
+    lines[stats[len(stats) // 2]] += " loss=NaN"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    _assert_same(monkeypatch, _diagnose_path(path), "nan and inf values")
+
+
 @pytest.mark.parametrize("shape", ["areal-mixed", "kv", "slime"])
 def test_the_pure_python_engine_gives_the_same_as_the_old_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                              shape: str) -> None:

@@ -1164,7 +1164,7 @@ class Scanner:
                             self._handle_line(buf, ls, le, filled, line_no, ids, info)
                         while i < n and matches[i][0] < block_end:
                             pos = matches[i][0]
-                            mids = owners[matches[i][1]] - _METRIC_ONLY
+                            mids = owners[matches[i][1]] - _METRIC_ONLY - _NON_FINITE_ONLY  # the table has its nan
                             if mids:  # rare: a signature literal inside the table
                                 ls2 = buf.rfind(b"\n", start, pos) + 1
                                 le2 = buf.find(b"\n", pos, end)
