@@ -105,17 +105,28 @@ def _load_protos_only() -> Any:
 _KIND_CRC = [zlib.crc32(bytes((k,))) for k in range(256)]
 
 
-def records(data: bytes) -> Any:
-    """The record payloads of a transaction log (a torn last chunk is dropped: the run may still be writing):
-    a whole record in one chunk as a ``memoryview`` of ``data`` (no copy of a 400 MB log), one spread over
-    chunks as joined ``bytes``."""
-    if not data.startswith(HEADER):
+def records(data: bytes) -> list[Any]:
+    """The record payloads of a transaction log, in order (a torn last chunk is dropped: the run may still
+    be writing): a whole record in one chunk as a ``memoryview`` of ``data`` (no copy of a 400 MB log), one
+    spread over chunks as joined ``bytes``."""
+    return _split(data, -1, -1)[1]
+
+
+def _split(data: bytes, history: int = 0x12, skip: int = 0x1A,
+           fast: Callable[[Any], Any] | None = None) -> tuple[list[Any], list[Any]]:
+    """The framing walk: ``(history records, every other record)`` of a transaction log, in order, records
+    whose type (the field after their number) is ``skip`` left out, history records ``fast`` refuses with
+    the others. One loop over the chunks sorts them as they come (a log holds ~3 records a step)."""
+    if not data[:len(HEADER)] == HEADER:
         raise UserError("not a W&B transaction log (no :W&B header)")
     view = memoryview(data)
     pos, size = HEADER_LEN, len(data)
     pending: list[bytes] = []
+    hist: list[Any] = []
+    rest: list[Any] = []
     unpack = struct.Struct("<IHB").unpack_from
     crc32 = zlib.crc32
+    kind_crc = _KIND_CRC
     while pos + CHUNK_HEADER <= size:
         room = BLOCK - (pos % BLOCK)
         if room < CHUNK_HEADER:
@@ -130,19 +141,36 @@ def records(data: bytes) -> Any:
                 continue
             break
         chunk = view[start:end]
-        if crc32(chunk, _KIND_CRC[kind]) != crc:
+        if crc32(chunk, kind_crc[kind]) != crc:
             break  # damaged or half-written: stop at the last good record
         pos = end
         if kind == FULL:
-            yield chunk
+            payload = chunk
         elif kind == FIRST:
             pending = [chunk]
+            continue
         elif kind == MIDDLE:
             pending.append(chunk)
+            continue
         elif kind == LAST:
             pending.append(chunk)
-            yield b"".join(pending)
+            payload = b"".join(pending)
             pending = []
+        else:
+            continue
+        # the field after the record's number (a varint of 1-3 bytes: every log under 2 million records)
+        if len(payload) > 5 and payload[0] == 0x08:
+            field = payload[2] if payload[1] < 0x80 else payload[3] if payload[2] < 0x80 else \
+                payload[4] if payload[3] < 0x80 else _record_field(payload)
+        else:
+            field = _record_field(payload)
+        if field == skip:
+            continue
+        if field == history and (fast is None or fast(payload) is not None):
+            hist.append(payload)
+        else:
+            rest.append(payload)
+    return hist, rest
 
 
 def _floats(raw: Any) -> list[float]:
@@ -196,6 +224,42 @@ def _items_start(payload: bytes) -> int:
     return i + 1
 
 
+def _items_starts(a: Any, starts: Any, hist: list[Any]) -> Any:
+    """:func:`_items_start` of every record at once (records are ``a[starts[i]:starts[i + 1]]``): numpy for
+    varints of up to 3 bytes ending inside their record, :func:`_items_start` itself for any other."""
+    import numpy as np
+
+    st, ends = starts[:-1], starts[1:]
+    top = len(a) - 1
+
+    def at(i: Any) -> Any:
+        return a[np.minimum(i, top)]
+
+    def varint_end(i: Any) -> tuple[Any, Any]:
+        """Where the varint at ``i`` ends (one past its last byte), and whether it ended within 3 bytes."""
+        done = np.zeros(len(i), dtype=bool)
+        out = i + 3
+        for k in range(3):
+            stop = ~done & ((at(i + k) & 0x80) == 0)
+            out = np.where(stop, i + k + 1, out)
+            done |= stop
+        return out, done
+
+    i = st.copy()
+    has_num = at(i) == 0x08
+    num_end, ok = varint_end(i + 1)
+    i = np.where(has_num, num_end, i)
+    ok = ~has_num | ok
+    is_hist = at(i) == 0x12
+    item0, ok2 = varint_end(i + 1)
+    first = np.where(is_hist, item0 - st, -1)
+    # a varint running on to its record's end or past 3 bytes: the record's own walk decides
+    odd = ~(ok & ok2 & (i < ends) & (item0 <= ends)) | (has_num & (num_end > ends))
+    for r in np.flatnonzero(odd).tolist():
+        first[r] = _items_start(hist[r])
+    return first
+
+
 #: History records read at once by :func:`_history_bulk` (its arrays stay ~100 MB for any log length)
 BULK_RECORDS = 16_384
 
@@ -239,17 +303,18 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     lengths = np.fromiter(map(len, hist), dtype=np.int64, count=n)
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    first = np.fromiter(map(_items_start, hist), dtype=np.int64, count=n)
     buf = b"".join([*hist, b"\0" * 8])  # 8 bytes past the end: every offset starts a whole word (below)
-    a = np.frombuffer(buf, dtype=np.uint8)[:-8]
+    padded = np.frombuffer(buf, dtype=np.uint8)  # read a few bytes past a tag with no bounds to clamp to
+    a = padded[:-8]
+    first = _items_starts(a, starts, hist)
     step_b = 1 << 26  # the tag scan in 64 MiB slices: no byte-sized temporary as long as the log
     p = np.concatenate([np.flatnonzero(a[o:o + step_b] == 0x82) + o for o in range(0, len(a), step_b)] or
                        [np.zeros(0, dtype=np.int64)])
-    p = p[a[np.minimum(p + 1, len(a) - 1)] == 0x01]
+    p = p[padded[p + 1] == 0x01]
     bad = np.zeros(n, dtype=bool)
     bad[first < 0] = True
     rec = np.searchsorted(starts, p, side="right") - 1
-    vlen = a[np.minimum(p + 2, len(a) - 1)].astype(np.int64)
+    vlen = padded[p + 2].astype(np.int64)
     end = p + 3 + vlen
     item = np.empty_like(p)
     newrec = np.ones(len(p), dtype=bool)
@@ -258,12 +323,12 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     item[~newrec] = end[:-1][~newrec[1:]]
     inside = (item >= 0) & (item + 4 < len(a)) & (end <= starts[rec + 1])
     item_c = np.where(inside, item, 0)
-    klen = a[np.minimum(item_c + 3, len(a) - 1)].astype(np.int64)
-    ok = inside & (a[item_c] == 0x0A) & (a[np.minimum(item_c + 2, len(a) - 1)] == 0x12) & (item_c + 4 + klen == p) \
-        & (a[np.minimum(item_c + 1, len(a) - 1)] == klen + vlen + 5) & (vlen < 0x80) & (klen < 0x80) & (vlen > 0)
+    klen = padded[item_c + 3].astype(np.int64)
+    ok = inside & (padded[item_c] == 0x0A) & (padded[item_c + 2] == 0x12) & (item_c + 4 + klen == p) \
+        & (padded[item_c + 1] == klen + vlen + 5) & (vlen < 0x80) & (klen < 0x80) & (vlen > 0)
     lut = np.zeros(256, dtype=bool)
     lut[list(_NUMBER_START)] = True
-    ok &= lut[a[np.minimum(p + 3, len(a) - 1)]]
+    ok &= lut[padded[p + 3]]
     bad[rec[~ok]] = True
     good = ~bad[rec]
     p, rec, vlen, klen = p[good], rec[good], vlen[good], klen[good]
@@ -289,8 +354,7 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
         with np.errstate(over="ignore"):
             for w in words:
                 mix = (mix ^ w) * np.uint64(_MIX)
-        _u, first_i, inv = np.unique(mix, return_index=True, return_inverse=True)
-        inv = inv.reshape(-1)
+        first_i, inv = _unique(mix)
         if not all((w == w[first_i][inv]).all() for w in words):  # two keys mixed to one number
             stacked = np.stack(words, axis=1)
             _u, first_i, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
@@ -307,7 +371,9 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     bad |= steps < 0
     wanted = {i for i, nm in enumerate(names) if nm == _WALL or (not nm.startswith(b"_") and (
         keep is None or keep(nm.decode("utf-8", "replace"))))}
-    take = np.isin(ids, list(wanted)) & ~bad[rec]
+    is_wanted = np.zeros(len(names) + 1, dtype=bool)
+    is_wanted[list(wanted)] = True
+    take = is_wanted[ids] & ~bad[rec]
     values = _parse(a, p[take], vlen[take])
     t_ids, t_steps = ids[take], steps[rec[take]]
     out: dict[str, tuple[Any, Any]] = {}
@@ -323,6 +389,25 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     return out, walls, every, [buf[starts[i]:starts[i + 1]] for i in np.flatnonzero(bad).tolist()]
 
 
+#: Leading items whose distinct key numbers :func:`_unique` looks up every other item's in
+UNIQUE_PREFIX = 1 << 16
+
+
+def _unique(mix: Any) -> tuple[Any, Any]:
+    """``np.unique(mix, return_index=True, return_inverse=True)[1:]`` without sorting every item: the
+    distinct numbers of the first :data:`UNIQUE_PREFIX` items (a run's keys show in its first steps), each
+    item's looked up among them; a number first seen later sends it to ``np.unique`` itself."""
+    import numpy as np
+
+    if len(mix) > UNIQUE_PREFIX:
+        u, first_i = np.unique(mix[:UNIQUE_PREFIX], return_index=True)
+        inv = np.searchsorted(u, mix)
+        if (u[np.minimum(inv, len(u) - 1)] == mix).all():
+            return first_i, inv
+    _u, first_i, inv = np.unique(mix, return_index=True, return_inverse=True)
+    return first_i, inv.reshape(-1)
+
+
 def _parse(a: Any, p: Any, vlen: Any) -> Any:
     """The JSON numbers after the value tags at ``p`` as floats (numpy parses them; one that is not a
     number becomes NaN)."""
@@ -334,11 +419,42 @@ def _parse(a: Any, p: Any, vlen: Any) -> Any:
     cols = np.arange(width)
     idx = np.minimum((p + 3)[:, None] + cols, len(a) - 1)
     block = np.where(cols < vlen[:, None], a[idx], 0x20).astype(np.uint8)
+    fast = _json_array(block)
+    if fast is not None:
+        return fast
     text = block.view(f"S{width}").reshape(-1)
     try:
         return text.astype(np.float64)
     except ValueError:
         return np.asarray(_floats(text.tolist()), dtype=np.float64)
+
+
+def _json_array(block: Any) -> Any:
+    """Rows of number text (space-padded) as floats through ``orjson``, one JSON array of them (about
+    twice numpy's parse of the same text); None where orjson is absent or refuses one (NaN, Infinity:
+    numpy then parses them). A ``-0`` keeps its sign, as numpy's parse does."""
+    import numpy as np
+
+    try:
+        from orjson import loads
+    except ImportError:
+        return None
+    n, width = block.shape
+    text = np.empty((n, width + 1), dtype=np.uint8)
+    text[:, :width] = block
+    text[:, width] = 0x2C  # ","
+    text[-1, width] = 0x5D  # "]"
+    try:
+        values = loads(b"[" + text.tobytes())
+    except ValueError:
+        return None
+    if len(values) != n:
+        return None
+    out = np.array(values, dtype=np.float64)
+    zero = np.flatnonzero(out == 0)
+    if len(zero):
+        out[zero[block[zero, 0] == 0x2D]] = -0.0  # an integer "-0" is int 0 to orjson, -0.0 to numpy
+    return out
 
 
 def _record_field(payload: bytes) -> int:
@@ -372,22 +488,8 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
     walls: list[Any] = []
     output: list[str] = []
     number = _number
-    hist: list[Any] = []
-    pending: list[Any] = []  # and the history records the bulk read returns (they did not fit its form)
-    fast = _history_fast
-    for payload in records(data):
-        # the field after the record's number (a varint of 1-3 bytes: every log under 2 million records)
-        if len(payload) > 5 and payload[0] == 0x08:
-            field = payload[2] if payload[1] < 0x80 else payload[3] if payload[2] < 0x80 else \
-                payload[4] if payload[3] < 0x80 else _record_field(payload)
-        else:
-            field = _record_field(payload)
-        if field == _SUMMARY:
-            continue
-        if field == _HISTORY and fast(payload) is not None:
-            hist.append(payload)
-            continue
-        pending.append(payload)
+    # and the history records the bulk read returns (they did not fit its form)
+    hist, pending = _split(data, _HISTORY, _SUMMARY, _history_fast)
     series, bulk_walls, every, misfits = _history_bulk(hist, keep)  # it empties ``hist``
     walls += bulk_walls
     pending += misfits

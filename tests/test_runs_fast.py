@@ -1,0 +1,197 @@
+"""The fast read paths of JSONL dumps and W&B transaction logs give what the line-by-line / protobuf
+reads give: the same curves (steps, bucket means, peaks, raw points, first NaN), the same keys and wall
+times, and so the same findings (detector, metric, exact first step, values before and after), on runs
+with pathologies at odd onsets, long enough to be bucketed, and with the lines and records the fast
+paths must hand back (NaN, nested objects, stray and torn lines, validation rows every 10 steps)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rlmedic.tools.runs import dumps
+from rlmedic.tools.runs import wandb as wb
+from rlmedic.tools.runs.diagnose import diagnose_runs
+from rlmedic.tools.runs.vocabulary import builtin_vocabulary
+
+from runs_data import CAP, curves, rows, write_jsonl, write_wandb
+
+HAVE_WANDB = importlib.util.find_spec("wandb") is not None
+NOW = 2.0e9  # a fixed "now": the stopped-run check compares the files' age with it
+
+
+def _same_run(a: Any, b: Any) -> None:
+    assert a.keys == b.keys and sorted(a.curves) == sorted(b.curves)  # (a W&B run's curves come from a set)
+    assert (a.last_wall, a.step_interval, a.finished, a.exit_code, a.notes, a.config) == \
+        (b.last_wall, b.step_interval, b.finished, b.exit_code, b.notes, b.config)
+    for key, x in a.curves.items():
+        y = b.curves[key]
+        assert repr((x.total, x.end, x.first_nonfinite)) == repr((y.total, y.end, y.first_nonfinite)), key
+        for f in ("steps", "values", "peaks"):
+            u, w = getattr(x, f), getattr(y, f)
+            assert (u is None) == (w is None), (key, f)
+            if u is not None:
+                assert [repr(v) for v in u.tolist()] == [repr(v) for v in w.tolist()], (key, f)  # -0.0, NaN alike
+        assert (x.raw is None) == (y.raw is None)
+        if x.raw is not None:
+            for u, w in zip(x.raw, y.raw):
+                assert np.array_equal(u, w, equal_nan=True), key
+
+
+def _findings(path: Path) -> list[tuple[Any, ...]]:
+    d = diagnose_runs([path], now=NOW)
+    return [(f.id, f.severity, f.summary, json.dumps(f.evidence, sort_keys=True, default=str)) for f in d.findings]
+
+
+# ------------------------------------------------------------------ JSONL --
+
+JSONL_RUNS = [("length_cap", "verl", 4_500, 3_137), ("nan", "slime", 2_600, 1_999), ("grad_spike", "areal", 4_100, 3_001),
+              ("entropy_collapse", "verl", 300, 157), ("zero_reward", "slime", 2_300, 1_289), ("healthy", "areal", 2_100, None)]
+
+
+def _write_variant(path: Path, series: dict[str, Any], variant: str) -> Path:
+    if variant == "plain":
+        return write_jsonl(path, series, t0=1.7e9)
+    lines = []
+    for step, data in rows(series):
+        row: dict[str, Any] = {"step": step, "_timestamp": 1.7e9 + 30 * step, **data}  # NaN as NaN (json's spelling)
+        if variant in ("nested", "stray") and step % 7 == 0:
+            row["perf"] = {"extra": step / 3}
+        lines.append(json.dumps(row))
+    if variant == "stray":
+        lines.insert(len(lines) // 3, "")  # a blank line, a log line, a list: not rows
+        lines.insert(len(lines) // 2, "INFO step done")
+        lines.insert(len(lines) // 2 + 5, "[1, 2]")
+        lines.append(lines[-1][: len(lines[-1]) // 2])  # a torn last line: the run is still writing
+    path.write_text("\n".join(lines) + ("\n" if variant != "stray" else ""))
+    return path
+
+
+@pytest.mark.parametrize("pathology,framework,steps,onset", JSONL_RUNS)
+def test_jsonl_chunks_read_as_the_line_by_line_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pathology: str,
+                                                    framework: str, steps: int, onset: int | None) -> None:
+    series, _on = curves(pathology, framework, steps=steps, seed=onset or 5, onset=onset)
+    vocab = builtin_vocabulary()
+    for variant in ("plain", "nan", "nested", "stray"):
+        path = _write_variant(tmp_path / f"{variant}.jsonl", series, variant)
+        # 997: chunk edges everywhere, also inside the stray lines' chunk
+        for chunk in (dumps.CHUNK_ROWS, 997) if variant in ("plain", "stray") else (dumps.CHUNK_ROWS,):
+            monkeypatch.setattr(dumps, "CHUNK_ROWS", chunk)
+            got = {}
+            for fast in (True, False):
+                monkeypatch.setattr(dumps, "FAST", fast)
+                got[fast] = (dumps.read_dump(path, vocab.step_keys, keep=vocab.known), _findings(path))
+            _same_run(got[True][0], got[False][0])
+            assert got[True][1] == got[False][1], (variant, chunk)
+        if pathology != "healthy":
+            assert got[True][1], variant  # the pathology is found (so the findings compared are not both empty)
+    if onset is not None and pathology in ("length_cap", "grad_spike", "zero_reward"):
+        assert any(f"step {onset}" in f[2] for f in got[True][1])  # exact first step, not its bucket's
+
+
+# ------------------------------------------------------------------ W&B --
+
+WANDB_RUNS = [("length_cap", "verl", 2_300, 1_733), ("nan", "slime", 300, 157), ("grad_spike", "areal", 400, 263)]
+
+
+@pytest.fixture(scope="module")
+def wandb_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    if not HAVE_WANDB:
+        pytest.skip("wandb extra not installed (CI installs it)")
+    work = tmp_path_factory.mktemp("wandb-fast")
+    jobs = []
+    for pathology, fw, steps, onset in WANDB_RUNS:
+        series, _on = curves(pathology, fw, steps=steps, seed=onset, onset=onset)
+        extra = {"note": "a text value"} if pathology == "nan" else {}  # its records go to protobuf: both mixed
+        jobs.append({"dir": str(work / pathology), "name": pathology, "series": series, "extra": extra,
+                     "config": {"data": {"max_response_length": CAP}}})
+    return write_wandb(jobs, work)
+
+
+def test_wandb_fast_parts_read_as_wandbs_protobuf_parse(wandb_runs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bulk read (keys looked up among the first items' keys, numbers parsed by orjson, item starts
+    by numpy) against wandb's Record parse of every history record, and against its own slower parts."""
+    vocab = builtin_vocabulary()
+    for folder, (pathology, _fw, _steps, onset) in zip(wandb_runs, WANDB_RUNS):
+        fast = (wb.read_run(folder, keep=vocab.known), _findings(folder))
+        assert any(f"step {onset}" in f[2] for f in fast[1]), fast[1]
+        variants = {
+            "protobuf": {"_history_fast": lambda payload: None},  # every record through wandb's Record
+            "numpy parse": {"_json_array": lambda block: None},
+            "np.unique": {"UNIQUE_PREFIX": 10 ** 12},
+            "key lookup": {"UNIQUE_PREFIX": 500},  # every key in the first 500 items: the others looked up
+            "late keys": {"UNIQUE_PREFIX": 7},  # keys first seen past the prefix: np.unique after all
+        }
+        for name, patches in variants.items():
+            with monkeypatch.context() as m:
+                for attr, value in patches.items():
+                    m.setattr(wb, attr, value)
+                other = (wb.read_run(folder, keep=vocab.known), _findings(folder))
+            _same_run(fast[0], other[0])
+            assert fast[1] == other[1], (pathology, name)
+
+
+def _history_payload(num: int, items: list[tuple[bytes, bytes]], step: int | None = None) -> bytes:
+    def varint(v: int) -> bytes:
+        out = b""
+        while True:
+            byte = v & 0x7F
+            v >>= 7
+            out += bytes((byte | (0x80 if v else 0),))
+            if not v:
+                return out
+
+    body = b"".join(b"\n" + bytes((len(k) + len(v) + 5,)) + b"\x12" + bytes((len(k),)) + k + b"\x82\x01" +
+                    bytes((len(v),)) + v for k, v in items)
+    if step is not None:
+        body += b"\x1a" + varint(len(varint(step)) + 1) + b"\x08" + varint(step)
+    return b"\x08" + varint(num) + b"\x12" + varint(len(body)) + body
+
+
+def test_item_starts_unique_and_number_parse_equal_their_plain_forms() -> None:
+    """Record numbers and history lengths of 1 to 5 varint bytes, torn records; numbers orjson reads
+    differently from numpy (``-0``) or refuses (NaN, 1e400)."""
+    hist = [_history_payload(num, [(b"_step", str(num).encode()), (b"a/b", b"0.5")] * reps)
+            for num in (1, 127, 128, 300, 16_384, 2_097_152, 2 ** 34) for reps in (1, 30, 700)]
+    hist += [h[:cut] for h in hist[:6] for cut in (1, 2, 3, 4)]  # torn: varints running off the record
+    hist += [b"", b"\x12", b"\x08\x80", b"\x1a\x02ab"]
+    starts = np.zeros(len(hist) + 1, dtype=np.int64)
+    np.cumsum([len(h) for h in hist], out=starts[1:])
+    a = np.frombuffer(b"".join(hist) + b"\0" * 8, dtype=np.uint8)[:-8]
+    assert wb._items_starts(a, starts, hist).tolist() == [wb._items_start(h) for h in hist]
+
+    rng = np.random.default_rng(3)
+    mix = rng.integers(0, 50, 200_000).astype(np.uint64) * np.uint64(wb._MIX)
+    for prefix in (7, 1 << 16):
+        first, inv = wb._unique(mix) if prefix == 1 << 16 else _with_prefix(prefix, mix)
+        _u, first_ref, inv_ref = np.unique(mix, return_index=True, return_inverse=True)
+        assert first.tolist() == first_ref.tolist() and inv.tolist() == inv_ref.reshape(-1).tolist()
+
+    texts = [b"-0", b"0", b"-0.0", b"1e5", b"1E-3", b"0.1", b"4.9e-324", b"1.7976931348623157e308",
+             b"0.30000000000000004", b"123456789012345678901234", b"-17", repr(math.pi).encode()]
+    texts += [repr(float(x)).encode() for x in rng.normal(0, 1e3, 2000)]
+    for extra in ([], [b"NaN"], [b"1e400"], [b"-Infinity"]):
+        vals = texts + extra
+        width = max(map(len, vals))
+        block = np.frombuffer(b"".join(v.ljust(width) for v in vals), dtype=np.uint8).reshape(len(vals), width)
+        ref = block.view(f"S{width}").reshape(-1).astype(np.float64)
+        got = wb._json_array(block)
+        if extra:
+            assert got is None  # orjson refuses it: numpy parses the batch
+        else:
+            assert [repr(v) for v in got.tolist()] == [repr(v) for v in ref.tolist()]
+
+
+def _with_prefix(prefix: int, mix: Any) -> Any:
+    saved = wb.UNIQUE_PREFIX
+    wb.UNIQUE_PREFIX = prefix
+    try:
+        return wb._unique(mix)
+    finally:
+        wb.UNIQUE_PREFIX = saved
