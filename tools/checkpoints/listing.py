@@ -329,7 +329,7 @@ def _summarise(ckpt: Checkpoint, files: list[FileEntry]) -> Checkpoint:
     return ckpt
 
 
-def _areal_names(path: Path) -> tuple[str, str, str, str]:
+def _areal_names(path: Path | str) -> tuple[str, str, str, str]:
     """(user, experiment, trial, role) from ``.../{user}/{exp}/{trial}/{role}/<ckpt>``."""
     parts = str(path).split(os.sep)  # as Path.parts, without parsing (100,000 folders)
     if parts and parts[0] == "":
@@ -360,12 +360,12 @@ def list_checkpoints(
     while True:
         report = CheckpointReport(root=str(resolved), layout="unknown", before_step=before_step)
         if len(step_dirs) > LAZY_LIMIT:
-            walk, unchecked = _large_tree_walk(names, step_dirs, detail, before_step, empty)
+            walk, unchecked, by_name = _large_tree_walk(names, step_dirs, detail, before_step, empty)
             cap = MAX_NAMES
         else:
-            walk, unchecked = confinement.walk_files(resolved, max_entries=max_entries), set()
+            walk, unchecked, by_name = confinement.walk_files(resolved, max_entries=max_entries), set(), set()
             cap = max_entries
-        areal, slime, hf = _scan_all(walk, resolved, confinement, report, unchecked, empty)
+        areal, slime, hf = _scan_all(walk, resolved, confinement, report, unchecked, empty, by_name, names.steps)
         if not unchecked or any(c.valid for c in areal + slime + hf) or detail >= len(step_dirs):
             break
         detail *= 8  # none of the newest is intact: look further back
@@ -483,9 +483,13 @@ def _keep_listed(report: CheckpointReport) -> None:
 
 
 def _scan_all(walk: Any, resolved: Path, confinement: Confinement, report: CheckpointReport,
-              unchecked: set[str], empty: set[str] = frozenset()) -> tuple[list[Checkpoint], list[Checkpoint], list[Checkpoint]]:
+              unchecked: set[str], empty: set[str] = frozenset(), by_name: set[str] = frozenset(),
+              order: dict[str, int] | None = None) -> tuple[list[Checkpoint], list[Checkpoint], list[Checkpoint]]:
+    """Every checkpoint of the walk; ``by_name``: AReaL step folders left out of the walk (no Path each), listed by name."""
     unreadable = [str(u) for u in walk.unreadable]
     areal = _scan_areal(walk.files, walk.dirs, confinement, report, unchecked, empty, unreadable)
+    if by_name:
+        areal = _with_listed_by_name(areal, by_name, order or {})
     slime = _scan_megatron(walk.files, walk.dirs, resolved, confinement, report, unchecked)
     hf = _scan_hf(walk.files, walk.dirs, confinement, {c.path for c in areal + slime})
     if unchecked:
@@ -632,10 +636,11 @@ def _no_match(_name: str) -> None:
 
 
 def _large_tree_walk(names: _NameWalk, step_dirs: dict[str, int], detail: int,
-                     before_step: int | None, empty: set[str]) -> tuple[Any, set[str]]:
+                     before_step: int | None, empty: set[str]) -> tuple[Any, set[str], set[str]]:
     """A walk result that stats only the newest ``detail`` step folders (before ``before_step``) and files outside step folders.
 
-    Returns it with the step folders left unchecked. Files inside an unchecked folder
+    Returns it with the step folders left unchecked, and the AReaL ones among them, which the
+    walk leaves out (:func:`_scan_all` lists them by name). Files inside an unchecked folder
     are not listed, so the scanners see such a folder as empty; :func:`_scan_all` then
     marks it unchecked instead of damaged.
     """
@@ -678,8 +683,10 @@ def _large_tree_walk(names: _NameWalk, step_dirs: dict[str, int], detail: int,
     # (100,000 of them cost seconds); list_checkpoints summarises them in one finding
     gone = empty  # AReaL step folders only
     dirs = [Path(d) for d in names.dirs if not gone or d in all_steps or step_dir_of(d) not in gone]
-    if not gone or len(gone) < len(names.steps):  # else every step folder is empty: none to add
-        dirs += [Path(d) for d in names.steps if d not in gone]
+    # an unchecked AReaL step folder gets no Path either: _scan_all lists it by its name
+    by_name = {d for d in unchecked if d in names.steps and d not in names.megatron}
+    if len(gone) + len(by_name) < len(names.steps):  # else no step folder is left to scan
+        dirs += [Path(d) for d in names.steps if d not in gone and d not in by_name]
     walk = WalkResult(dirs=dirs, truncated=names.truncated, unreadable=[Path(u) for u in names.unreadable])
     for directory, files in names.files.items():
         if step_dir_of(directory) in unchecked:
@@ -698,7 +705,7 @@ def _large_tree_walk(names: _NameWalk, step_dirs: dict[str, int], detail: int,
                 continue
             if stat.S_ISREG(st.st_mode):
                 walk.files.append(FileEntry(Path(full), st.st_size, st.st_mtime))
-    return walk, unchecked
+    return walk, unchecked, by_name
 
 
 def _mark_unreadable(ckpts: list[Checkpoint], unreadable: list[Path], report: CheckpointReport) -> None:
@@ -793,6 +800,27 @@ def _scan_areal(files: list[FileEntry], dirs: list[Path], confinement: Confineme
         ckpt.ranks = _dcp_ranks(group)
         out.append(ckpt)
     return out
+
+
+def _with_listed_by_name(areal: list[Checkpoint], by_name: set[str], order: dict[str, int]) -> list[Checkpoint]:
+    """``areal`` with a name-only checkpoint for each folder of ``by_name``, in the walk's order.
+
+    The walk's order is the one a full scan gives (folders nested in others first, then the
+    step folders as the walk found them, then recovery checkpoints), so the report is the same.
+    """
+    scanned = {c.path: c for c in areal if c.kind == "areal_hf"}
+    merged: list[Checkpoint] = []
+    for path in order:
+        c = scanned.pop(path, None)
+        if c is not None:
+            merged.append(c)
+        elif path in by_name:
+            m = AREAL_STEP_DIR.match(os.path.basename(path))
+            user, exp, trial, role = _areal_names(path)
+            merged.append(Checkpoint("areal_hf", path, step=int(m.group(3)), epoch=int(m.group(1)),
+                                     epoch_step=int(m.group(2)), user=user, experiment=exp, trial=trial, role=role))
+    nested = [c for c in areal if c.kind == "areal_hf" and c.path in scanned]
+    return nested + merged + [c for c in areal if c.kind != "areal_hf"]
 
 
 def _is_release(ckpt: Checkpoint) -> bool:
