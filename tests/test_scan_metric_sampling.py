@@ -148,3 +148,23 @@ def test_a_file_under_the_budget_is_read_whole(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(logscan, "METRIC_LINES_FULL", 50_000)
     log = _kv_log(tmp_path / "kv.log", 30_000, nan_at=0)
     assert [n for n, _t in _fed(log)] == list(range(1, 30_001))
+
+
+@pytest.mark.parametrize("name", ["zero_reward_only.log", "healthy_areal.log", "length_cap_areal.log"])
+def test_tables_under_step_lines_are_found_where_stats_lines_are_not_reported(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """With the stats-line budget spent at once, AReaL's tables (one-row ones too) are found below their
+    step lines by the sparse scan: the series are those of a scan without a budget."""
+    log = Path(__file__).resolve().parent / "fixtures" / "logs" / "scenarios" / name
+
+    def series(budget: int) -> dict[str, list[tuple[int, float, int]]]:
+        monkeypatch.setattr(logscan, "METRIC_LINES_FULL", budget)
+        monkeypatch.setattr(logscan, "METRIC_TAIL_FULL", 0)
+        collector = MetricCollector(builtin_catalog().metrics)
+        _fed(log, collector=collector)
+        return {k: [(p.step, p.value, p.line) for p in s.points] for (_i, k), s in collector.series.items()}
+
+    whole = series(1_000_000)
+    assert any(len(points) > 5 for points in whole.values())
+    assert series(1) == whole

@@ -1068,9 +1068,9 @@ class Scanner:
         budget_at = self._budget_at
         lines_from = self._metric_window(buf, start, end, filled, info, eof, "lines") if ("lines", fi) in budget_at else start
         tables_from = self._metric_window(buf, start, end, filled, info, eof, "tables") if ("tables", fi) in budget_at else start
-        # where neither is read in full, the sparse database leaves stats lines unreported; a file that has
-        # shown no stats table yet has no tables to look for there either
-        sparse_to = lines_from if not self._metric_lines.get(("tables", fi)) else min(lines_from, tables_from)
+        # where stats lines are not read in full the sparse database leaves them unreported; stats tables
+        # read in full there are found below the AReaL step line that comes before each (_table_below)
+        sparse_to = lines_from
         matches = self.engine.scan_sparse(buf, start, sparse_to) if sparse_to > start else []
         matches += self.engine.scan(buf, sparse_to, end)
         counted = start
@@ -1085,6 +1085,11 @@ class Scanner:
         find = buf.find
         i = 0
         n = len(matches)
+        if on_table is not None and on_metric is not None and sparse_to > start and tables_from <= start:
+            # a table whose step line ended the previous region starts this one
+            found = self._table_below(buf, start - 1, end, filled, line_no, counted, info, eof, matches, 0, tables_from)
+            if found is not None:
+                line_no, counted, i, tables_from = found
         while i < n:
             pos, idx = matches[i]
             own = owners[idx]
@@ -1120,9 +1125,19 @@ class Scanner:
                             met[lines_key] = seen
                             if seen > METRIC_LINES_FULL and lines_key not in budget_at:
                                 lines_from = self._spent(buf, le, end, filled, info, eof, "lines")
-                        elif not (forced or find(_STEP_LINE, ls, le) >= 0
-                                  or (not reports_non_finite and _NON_FINITE.search(buf, ls, le))):
-                            continue
+                        else:
+                            step_line = find(_STEP_LINE, ls, le) >= 0
+                            if not (forced or step_line or (not reports_non_finite and _NON_FINITE.search(buf, ls, le))):
+                                continue
+                            if step_line and pos < sparse_to and pos >= tables_from and on_table is not None:
+                                line_no += buf.count(b"\n", counted, ls)
+                                counted = ls
+                                on_metric(fi, line_no, clean_line(buf[ls:le]))
+                                found = self._table_below(buf, le, end, filled, line_no, counted, info, eof, matches, i,
+                                                          tables_from)
+                                if found is not None:
+                                    line_no, counted, i, tables_from = found
+                                continue
                         line_no += buf.count(b"\n", counted, ls)
                         counted = ls
                         on_metric(fi, line_no, clean_line(buf[ls:le]))
@@ -1189,6 +1204,57 @@ class Scanner:
                 self._handle_line(buf, ls, le, filled, line_no, ids, info)
         line_no += buf.count(b"\n", counted, end)
         return line_no
+
+    def _table_below(
+        self, buf: bytearray, le: int, end: int, filled: int, line_no: int, counted: int, info: FileInfo, eof: bool,
+        matches: list[tuple[int, int]], i: int, tables_from: int,
+    ) -> tuple[int, int, int, int] | None:
+        """The stats table under the AReaL step line ending at ``le``, in a part scanned with the sparse
+        database (its rows are not reported there): handed to the collector whole, as a reported row
+        would have been. Returns (line number, counted-to offset, next match, where tables are read in
+        full from) after it, or None when no table follows within three lines."""
+        ls = le + 1
+        for _ in range(4):  # "Stats (1/1):", the top border, then the first row
+            if ls >= end:
+                return None
+            nl = buf.find(b"\n", ls, end)
+            row_end = end if nl < 0 else nl
+            if buf.find(_BAR, ls, min(row_end, ls + 200)) >= 0:
+                break
+            ls = row_end + 1
+        else:
+            return None
+        line_no += buf.count(b"\n", counted, ls)
+        counted = ls
+        block_end = self._table_end(buf, ls, end)
+        fi = info.index
+        if block_end > row_end:
+            text = buf[ls:block_end].decode("utf-8", errors="replace")
+            if "\x1b" in text or "\r" in text:
+                return None
+            self.on_table(fi, line_no, text)  # type: ignore[misc]
+            key = ("tables", fi)
+            seen = self._metric_lines.get(key, 0) + 1
+            self._metric_lines[key] = seen
+            if seen > METRIC_TABLES_FULL and key not in self._budget_at:
+                tables_from = self._spent(buf, block_end, end, filled, info, eof, "tables")
+        else:  # a table of one row: read as a line, as the scan does where rows are reported
+            self.on_metric(fi, line_no, clean_line(buf[ls:row_end]))  # type: ignore[misc]
+            block_end = row_end
+        owners = self._owners
+        n = len(matches)
+        while i < n and matches[i][0] < block_end:  # the signature literals inside it
+            pos = matches[i][0]
+            mids = owners[matches[i][1]] - _METRIC_ONLY - _NON_FINITE_ONLY
+            if mids:
+                ls2 = buf.rfind(b"\n", 0, pos) + 1
+                le2 = buf.find(b"\n", pos, end)
+                le2 = end if le2 < 0 else le2
+                line_no += buf.count(b"\n", counted, ls2)
+                counted = ls2
+                self._handle_line(buf, ls2, le2, filled, line_no, set(mids), info)
+            i += 1
+        return line_no, counted, i, tables_from
 
     def _spent(self, buf: bytearray, at: int, end: int, filled: int, info: FileInfo, eof: bool, kind: str) -> int:
         """The file's budget of ``kind`` (lines, tables) ran out at ``buf[at]``: remember where, and return
