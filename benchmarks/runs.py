@@ -145,15 +145,22 @@ def anchor_read(path: Path) -> float:
     return float(out.strip().splitlines()[-1])
 
 
-def measure(kind: str, path: Path) -> tuple[float, str]:
-    """Seconds for read + checks in a fresh process (imports included), and the root finding."""
-    code = ("import time,sys,json;t=time.perf_counter();from rlmedic.tools.runs.diagnose import diagnose_runs;"
-            "d=diagnose_runs([sys.argv[1]]);r=d.root_finding;"
-            "print(json.dumps([time.perf_counter()-t, r.summary if r else 'healthy', "
-            "sum(x['points'] for x in d.stats['runs'])]))")
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout
-    seconds, root, points = json.loads(out.strip().splitlines()[-1])
-    return seconds, f"{root} [{points:,} points]"
+def measure(kind: str, path: Path, tree: str = "") -> tuple[float, float, float, str, list[str]]:
+    """Wall seconds (the fresh process's start-up and imports included), its CPU seconds and peak RSS (MB),
+    the root finding, and every finding's summary. ``tree``: another checkout's ``tools/runs`` folder read
+    in place of this one's (``--before``: the readers before a change, timed in the same command)."""
+    code = ("import time,sys,json,resource;t=time.perf_counter();import rlmedic.tools.runs as R;"
+            "R.__path__[:0]=[sys.argv[2]] if sys.argv[2] else [];"
+            "from rlmedic.tools.runs.diagnose import diagnose_runs;"
+            "d=diagnose_runs([sys.argv[1]]);r=d.root_finding;u=resource.getrusage(resource.RUSAGE_SELF);"
+            "print(json.dumps([u.ru_utime+u.ru_stime, u.ru_maxrss/1024, r.summary if r else 'healthy', "
+            "sum(x['points'] for x in d.stats['runs']), [f.summary for f in d.findings]]))")
+    t = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code, str(path), tree], capture_output=True, text=True,
+                         check=True).stdout
+    wall = time.perf_counter() - t
+    cpu, rss, root, points, summaries = json.loads(out.strip().splitlines()[-1])
+    return wall, cpu, rss, f"{root} [{points:,} points]", summaries
 
 
 def main() -> None:
@@ -162,6 +169,8 @@ def main() -> None:
     ap.add_argument("--metrics", type=int, default=50)
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "rlmedic-bench-runs"))
     ap.add_argument("--only", default="jsonl,tensorboard,wandb")
+    ap.add_argument("--before", default="", help="another checkout's tools/runs folder, timed first in the same "
+                    "command (e.g. one `git archive <commit> tools/runs | tar -x -C DIR` made)")
     args = ap.parse_args()
     root = Path(args.data) / f"{args.steps}x{args.metrics}"
     root.mkdir(parents=True, exist_ok=True)
@@ -182,10 +191,14 @@ def main() -> None:
         size = sum(f.stat().st_size for f in (target.rglob("*") if target.is_dir() else [target]) if f.is_file())
         anchor = anchors[kind](target)
         plain = anchor_read(target)
-        seconds, root_finding = measure(kind, target)
-        print(f"  {kind:<12} {size / 1e6:7.1f} MB  read+checked {seconds:5.2f} s  (target 2 s)  "
-              f"anchor {anchor:5.2f} s  ratio {seconds / anchor if anchor else math.nan:4.2f}x  "
-              f"plain read {plain:5.2f} s  ratio {seconds / plain if plain else math.nan:4.1f}x  "
+        before = measure(kind, target, str(Path(args.before).resolve())) if args.before else None
+        wall, cpu, rss, root_finding, summaries = measure(kind, target)
+        if before:
+            print(f"  {kind:<12} before: wall {before[0]:5.2f} s  CPU {before[1]:5.2f} s  RSS {before[2]:4.0f} MB  "
+                  f"findings {'identical' if before[4] == summaries else 'DIFFER: ' + repr(before[4])}")
+        print(f"  {kind:<12} {size / 1e6:7.1f} MB  read+checked: wall {wall:5.2f} s  CPU {cpu:5.2f} s (target 2 s)  "
+              f"RSS {rss:4.0f} MB  anchor {anchor:5.2f} s  ratio {wall / anchor if anchor else math.nan:4.2f}x  "
+              f"plain read {plain:5.2f} s  ratio {wall / plain if plain else math.nan:4.1f}x  "
               f"load {os.getloadavg()[0]:.1f}\n"
               f"               root: {root_finding}")
 
