@@ -145,18 +145,25 @@ def anchor_read(path: Path) -> float:
     return float(out.strip().splitlines()[-1])
 
 
+NOW = time.time()
+
+
 def measure(kind: str, path: Path, tree: str = "") -> tuple[float, float, float, str, list[str]]:
     """Wall seconds (the fresh process's start-up and imports included), its CPU seconds and peak RSS (MB),
     the root finding, and every finding's summary. ``tree``: another checkout's ``tools/runs`` folder read
     in place of this one's (``--before``: the readers before a change, timed in the same command)."""
+    # peak RSS from /proc (VmHWM: this process's own; getrusage's ru_maxrss keeps the parent's peak across exec);
+    # one "now" for both runs: the stopped-run finding names the files' age
     code = ("import time,sys,json,resource;t=time.perf_counter();import rlmedic.tools.runs as R;"
             "R.__path__[:0]=[sys.argv[2]] if sys.argv[2] else [];"
             "from rlmedic.tools.runs.diagnose import diagnose_runs;"
-            "d=diagnose_runs([sys.argv[1]]);r=d.root_finding;u=resource.getrusage(resource.RUSAGE_SELF);"
-            "print(json.dumps([u.ru_utime+u.ru_stime, u.ru_maxrss/1024, r.summary if r else 'healthy', "
+            "d=diagnose_runs([sys.argv[1]],now=float(sys.argv[3]));r=d.root_finding;"
+            "u=resource.getrusage(resource.RUSAGE_SELF);"
+            "hwm=[int(x.split()[1]) for x in open('/proc/self/status') if x.startswith('VmHWM')] or [u.ru_maxrss];"
+            "print(json.dumps([u.ru_utime+u.ru_stime, hwm[0]/1024, r.summary if r else 'healthy', "
             "sum(x['points'] for x in d.stats['runs']), [f.summary for f in d.findings]]))")
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code, str(path), tree], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code, str(path), tree, str(NOW)], capture_output=True, text=True,
                          check=True).stdout
     wall = time.perf_counter() - t
     cpu, rss, root, points, summaries = json.loads(out.strip().splitlines()[-1])

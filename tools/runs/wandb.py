@@ -124,38 +124,77 @@ def _split(data: bytes, history: int = 0x12, skip: int = 0x1A,
     if found is None:
         return _split_walk(data, history, skip, fast)
     starts, lengths, kinds = found
+    return _sort_records(data, starts, lengths, kinds, history, skip, fast)
+
+
+def _sort_records(data: bytes, starts: Any, lengths: Any, kinds: Any, history: int, skip: int,
+                  fast: Callable[[Any], Any] | None) -> tuple[list[Any], list[Any]]:
+    """The records of the chunks :func:`_chunks` found, sorted as :func:`_split_walk` sorts them: a
+    whole-record chunk's type read by numpy (a record number of 1-3 varint bytes), the rest in Python."""
+    import numpy as np
+
     view = memoryview(data)
-    hist: list[Any] = []
-    rest: list[Any] = []
+    a = np.frombuffer(data, dtype=np.uint8)
+    top = len(a) - 1
+    whole = kinds == FULL
+    s, ln = starts[whole], lengths[whole]
+
+    def at(i: Any) -> Any:
+        return a[np.minimum(i, top)]
+
+    b1, b2, b3 = at(s + 1), at(s + 2), at(s + 3)
+    field = np.where(b1 < 0x80, b2, np.where(b2 < 0x80, b3, at(s + 4))).astype(np.int64)
+    plain = (ln > 5) & (at(s) == 0x08) & ((b1 < 0x80) | (b2 < 0x80) | (b3 < 0x80))
+    for i in np.flatnonzero(~plain).tolist():  # a short record, no number first, or a long one
+        field[i] = _record_field(view[int(s[i]):int(s[i] + ln[i])])
+    # records in order: whole chunks and those joined from FIRST ... LAST (their LAST chunk's place)
+    places, fields, joined = [s], [field], {}
     pending: list[Any] = []
-    for start, length, kind in zip(starts.tolist(), lengths.tolist(), kinds.tolist()):
-        payload = view[start:start + length]
-        if kind == FULL:
-            pass
-        elif kind == FIRST:
-            pending = [payload]
-            continue
+    spread = np.flatnonzero(~whole & (kinds >= FIRST) & (kinds <= LAST)).tolist()
+    extra_at, extra_field = [], []
+    for i in spread:
+        kind, chunk = int(kinds[i]), view[int(starts[i]):int(starts[i] + lengths[i])]
+        if kind == FIRST:
+            pending = [chunk]
         elif kind == MIDDLE:
-            pending.append(payload)
-            continue
-        elif kind == LAST:
-            pending.append(payload)
+            pending.append(chunk)
+        else:
+            pending.append(chunk)
             payload = b"".join(pending)
             pending = []
-        else:
-            continue
-        if len(payload) > 5 and payload[0] == 0x08:
-            field = payload[2] if payload[1] < 0x80 else payload[3] if payload[2] < 0x80 else \
-                payload[4] if payload[3] < 0x80 else _record_field(payload)
-        else:
-            field = _record_field(payload)
-        if field == skip:
-            continue
-        if field == history and (fast is None or fast(payload) is not None):
-            hist.append(payload)
-        else:
-            rest.append(payload)
-    return hist, rest
+            if len(payload) > 5 and payload[0] == 0x08:
+                f = payload[2] if payload[1] < 0x80 else payload[3] if payload[2] < 0x80 else \
+                    payload[4] if payload[3] < 0x80 else _record_field(payload)
+            else:
+                f = _record_field(payload)
+            joined[int(starts[i])] = payload
+            extra_at.append(int(starts[i]))
+            extra_field.append(f)
+    if extra_at:
+        places.append(np.asarray(extra_at, dtype=np.int64))
+        fields.append(np.asarray(extra_field, dtype=np.int64))
+    place = np.concatenate(places)
+    kind_of = np.concatenate(fields)
+    size_of = np.concatenate([ln, np.zeros(len(extra_at), dtype=np.int64)])
+    order = np.argsort(place, kind="stable")
+    place, kind_of, size_of = place[order], kind_of[order], size_of[order]
+    keep = kind_of != skip
+    place, kind_of, size_of = place[keep], kind_of[keep], size_of[keep]
+
+    def payloads(sel: Any) -> list[Any]:
+        p, n = place[sel].tolist(), size_of[sel].tolist()
+        return [joined[x] if x in joined else view[x:x + m] for x, m in zip(p, n)] if joined else \
+            list(map(view.__getitem__, map(slice, p, [x + m for x, m in zip(p, n)])))
+
+    is_hist = kind_of == history
+    hist = payloads(is_hist)
+    if fast is not None:
+        verdict = list(map(fast, hist))
+        if any(v is None for v in verdict):  # refused: read with the others, in the log's order
+            refused = np.flatnonzero(is_hist)[[i for i, v in enumerate(verdict) if v is None]]
+            is_hist[refused] = False
+            hist = [h for h, v in zip(hist, verdict) if v is not None]
+    return hist, payloads(~is_hist)
 
 
 #: False walks every log chunk by chunk (the tests compare the two walks)
@@ -215,9 +254,9 @@ def _chunks(data: bytes) -> tuple[Any, Any, Any] | None:
     view = memoryview(data)
     crc32, kind_crc = zlib.crc32, _KIND_CRC
     h = starts + CHUNK_HEADER
-    ok = np.fromiter((crc32(view[s:s + ln], kind_crc[k]) for s, ln, k in zip(h.tolist(), lengths.tolist(),
-                                                                            kinds.tolist())),
-                     dtype=np.uint32, count=len(h)) == crcs
+    views = map(view.__getitem__, map(slice, h.tolist(), (h + lengths).tolist()))  # no Python frame per chunk
+    ok = np.fromiter(map(crc32, views, map(kind_crc.__getitem__, kinds.tolist())), dtype=np.uint32,
+                     count=len(h)) == crcs
     if not ok.all():
         n = int(np.argmin(ok))  # damaged or half-written: up to the last good chunk
         starts, lengths, kinds = starts[:n], lengths[:n], kinds[:n]
