@@ -629,6 +629,8 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
     the keys ``keep`` accepts (those the checks may read; None: all) are parsed. Summary records are skipped
     unparsed; everything else, and any history record the short form does not fit, goes through
     wandb's ``Record``."""
+    import numpy as np
+
     pb = _pb()
     record = pb.Record()
     slow: dict[str, tuple[list[int], list[float]]] = {}
@@ -684,9 +686,9 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
     run.keys = sorted(set(run.keys) | every | set(slow))
     for key in {*series, *slow}:
         k_steps, values = series.get(key, ([], []))
-        if key in slow:
-            k_steps = list(k_steps) + slow[key][0]
-            values = list(values) + slow[key][1]
+        if key in slow:  # joined as float arrays (what make_curve makes of them), not as 100,000-item lists
+            k_steps = np.concatenate([np.asarray(k_steps, dtype=np.float64), np.asarray(slow[key][0], dtype=np.float64)])
+            values = np.concatenate([np.asarray(values, dtype=np.float64), np.asarray(slow[key][1], dtype=np.float64)])
         if len(k_steps):
             run.curves[key] = make_curve(key, k_steps, values)
     wall_values = [w for w in _floats(walls) if math.isfinite(w)]
