@@ -185,7 +185,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Find the root cause in AReaL / slime training logs, with its line and the fix."""
         from rlmedic.errors import UserError
-        from rlmedic.tools.cluster.frontdoor import cli_folder
         from rlmedic.types import severity_rank
         from rlmedic.ui.clikit import print_json
         from rlmedic.ui.cli_code import code_for_diagnosis, env_versions, upstream_for_diagnosis
@@ -194,6 +193,8 @@ def register(app: typer.Typer) -> None:
         paths = list(paths or [])
         check_options(ray_address, job, since)
         if ray_address is not None:  # the job's logs on every node, as one more folder to diagnose
+            from rlmedic.tools.cluster.frontdoor import cli_folder  # lazy: the HTTP client costs ~0.2 s to import
+
             paths.append(cli_folder(ray_address, job=job, since_minutes=since))
         elif not paths:
             raise UserError("give a log PATH (or - for stdin) or --ray-address ADDR")
