@@ -443,6 +443,7 @@ def log_rules(overrides: dict[str, Any] | None = None) -> dict[str, dict[str, An
 def builtin_rules() -> dict[str, Any]:
     import yaml
 
-    data = yaml.safe_load(resources.files("rlmedic.tools.runs").joinpath("detectors.yaml").read_text(encoding="utf-8"))
+    text = resources.files("rlmedic.tools.runs").joinpath("detectors.yaml").read_text(encoding="utf-8")
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe; libyaml ~5x faster
     validate(data)
     return data

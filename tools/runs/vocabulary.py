@@ -168,4 +168,4 @@ def builtin_vocabulary() -> Vocabulary:
     import yaml
 
     text = resources.files("rlmedic.tools.runs").joinpath("vocabulary.yaml").read_text(encoding="utf-8")
-    return Vocabulary(yaml.safe_load(text))
+    return Vocabulary(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506 - safe; libyaml ~5x faster
