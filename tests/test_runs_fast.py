@@ -1,8 +1,8 @@
-"""The fast read paths of JSONL dumps and W&B transaction logs give what the line-by-line / protobuf
-reads give: the same curves (steps, bucket means, peaks, raw points, first NaN), the same keys and wall
+"""The fast parts of the W&B transaction-log read give what the chunk-by-chunk walk and wandb's protobuf
+parse give: the same curves (steps, bucket means, peaks, raw points, first NaN), the same keys and wall
 times, and so the same findings (detector, metric, exact first step, values before and after), on runs
-with pathologies at odd onsets, long enough to be bucketed, and with the lines and records the fast
-paths must hand back (NaN, nested objects, stray and torn lines, validation rows every 10 steps)."""
+written by the real wandb library with pathologies at odd onsets, one long enough to be bucketed, one
+with records the bulk read must hand to protobuf (a text value), and on damaged logs."""
 
 from __future__ import annotations
 
@@ -15,12 +15,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rlmedic.tools.runs import dumps
 from rlmedic.tools.runs import wandb as wb
 from rlmedic.tools.runs.diagnose import diagnose_runs
 from rlmedic.tools.runs.vocabulary import builtin_vocabulary
 
-from runs_data import CAP, curves, rows, write_jsonl, write_wandb
+from runs_data import CAP, curves, write_wandb
 
 HAVE_WANDB = importlib.util.find_spec("wandb") is not None
 NOW = 2.0e9  # a fixed "now": the stopped-run check compares the files' age with it
@@ -47,52 +46,6 @@ def _same_run(a: Any, b: Any) -> None:
 def _findings(path: Path) -> list[tuple[Any, ...]]:
     d = diagnose_runs([path], now=NOW)
     return [(f.id, f.severity, f.summary, json.dumps(f.evidence, sort_keys=True, default=str)) for f in d.findings]
-
-
-# ------------------------------------------------------------------ JSONL --
-
-JSONL_RUNS = [("length_cap", "verl", 4_500, 3_137), ("nan", "slime", 2_600, 1_999), ("grad_spike", "areal", 4_100, 3_001),
-              ("entropy_collapse", "verl", 300, 157), ("zero_reward", "slime", 2_300, 1_289), ("healthy", "areal", 2_100, None)]
-
-
-def _write_variant(path: Path, series: dict[str, Any], variant: str) -> Path:
-    if variant == "plain":
-        return write_jsonl(path, series, t0=1.7e9)
-    lines = []
-    for step, data in rows(series):
-        row: dict[str, Any] = {"step": step, "_timestamp": 1.7e9 + 30 * step, **data}  # NaN as NaN (json's spelling)
-        if variant in ("nested", "stray") and step % 7 == 0:
-            row["perf"] = {"extra": step / 3}
-        lines.append(json.dumps(row))
-    if variant == "stray":
-        lines.insert(len(lines) // 3, "")  # a blank line, a log line, a list: not rows
-        lines.insert(len(lines) // 2, "INFO step done")
-        lines.insert(len(lines) // 2 + 5, "[1, 2]")
-        lines.append(lines[-1][: len(lines[-1]) // 2])  # a torn last line: the run is still writing
-    path.write_text("\n".join(lines) + ("\n" if variant != "stray" else ""))
-    return path
-
-
-@pytest.mark.parametrize("pathology,framework,steps,onset", JSONL_RUNS)
-def test_jsonl_chunks_read_as_the_line_by_line_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pathology: str,
-                                                    framework: str, steps: int, onset: int | None) -> None:
-    series, _on = curves(pathology, framework, steps=steps, seed=onset or 5, onset=onset)
-    vocab = builtin_vocabulary()
-    for variant in ("plain", "nan", "nested", "stray"):
-        path = _write_variant(tmp_path / f"{variant}.jsonl", series, variant)
-        # 997: chunk edges everywhere, also inside the stray lines' chunk
-        for chunk in (dumps.CHUNK_ROWS, 997) if variant in ("plain", "stray") else (dumps.CHUNK_ROWS,):
-            monkeypatch.setattr(dumps, "CHUNK_ROWS", chunk)
-            got = {}
-            for fast in (True, False):
-                monkeypatch.setattr(dumps, "FAST", fast)
-                got[fast] = (dumps.read_dump(path, vocab.step_keys, keep=vocab.known), _findings(path))
-            _same_run(got[True][0], got[False][0])
-            assert got[True][1] == got[False][1], (variant, chunk)
-        if pathology != "healthy":
-            assert got[True][1], variant  # the pathology is found (so the findings compared are not both empty)
-    if onset is not None and pathology in ("length_cap", "grad_spike", "zero_reward"):
-        assert any(f"step {onset}" in f[2] for f in got[True][1])  # exact first step, not its bucket's
 
 
 # ------------------------------------------------------------------ W&B --

@@ -108,25 +108,6 @@ def read_dump(path: Path, step_keys: tuple[str, ...], confinement: Any = None,
     enabled = gc.isenabled()
     gc.disable()  # the row dicts hold no cycles: the collector's passes over them were a tenth of the read
     try:
-        if not is_csv and FAST:  # whole chunks of rows at once: the same groups and row numbers
-            done = 0
-            for chunk in _row_chunks(data):
-                shapes = set(map(tuple, chunk))
-                if len(shapes) == 1:
-                    keys = shapes.pop()
-                    groups[keys] = chunk
-                    order[keys] = np.arange(done + 1, done + len(chunk) + 1)  # type: ignore[assignment]
-                else:
-                    for n, row in enumerate(chunk, done + 1):
-                        keys = tuple(row)
-                        if keys not in groups:
-                            groups[keys] = []
-                            order[keys] = []
-                        groups[keys].append(row)
-                        order[keys].append(n)
-                done += len(chunk)
-                flush()
-            rows = ()
         for n, row in enumerate(rows, 1):
             keys = tuple(row)
             group = groups.get(keys)
@@ -199,10 +180,6 @@ def _columns(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
 
     if not names:
         return {}
-    try:  # column by column (what numpy's array of the rows' tuples makes of each cell, with no tuples)
-        return {k: np.fromiter(map(itemgetter(k), rows), dtype=np.float64, count=len(rows)) for k in names}
-    except (TypeError, ValueError):
-        pass
     try:
         mat = np.array(list(map(itemgetter(*names), rows)), dtype=np.float64).reshape(len(rows), len(names))
         return {k: mat[:, i].copy() for i, k in enumerate(names)}
@@ -232,36 +209,6 @@ def _fast_loads() -> Callable[[bytes], Any]:
     except ImportError:
         return json.loads
     return loads  # type: ignore[no-any-return]
-
-
-#: False reads every dump line by line (the tests compare the two paths)
-FAST = True
-
-
-def _row_chunks(data: bytes) -> Any:
-    """The rows :func:`_jsonl_rows` yields, in lists of exactly :data:`CHUNK_ROWS` (the last shorter), its
-    lines parsed by one ``map`` of ``orjson`` per chunk (no Python call per line); a chunk with a line
-    orjson refuses (NaN, a torn or stray line) is read line by line by :func:`_jsonl_rows` instead."""
-    fast = _fast_loads()
-    lines = data.splitlines()
-    # every line starts with "{" and holds no other: no nested object anywhere (else each line is looked at)
-    flat = b"\r" not in data and data.count(b"{") == len(lines) == data.count(b"\n{") + data.startswith(b"{")
-    buf: list[Any] = []
-    for i in range(0, len(lines), CHUNK_ROWS):
-        part = lines[i:i + CHUNK_ROWS]
-        try:
-            rows = list(map(fast, part))
-        except ValueError:
-            rows = list(_jsonl_rows(b"\n".join(part)))
-        else:
-            if not (flat and all(type(r) is dict for r in rows)):  # nested objects or stray lines: as line by line
-                rows = [_flatten(r) if ln.find(b"{", 1) != -1 else r for r, ln in zip(rows, part) if type(r) is dict]
-        buf += rows
-        while len(buf) >= CHUNK_ROWS:
-            yield buf[:CHUNK_ROWS]
-            buf = buf[CHUNK_ROWS:]
-    if buf:
-        yield buf
 
 
 def _jsonl_rows(data: bytes) -> Any:
