@@ -11,7 +11,11 @@ temporary folder): the JSONL with ``json``, the event file by tensorboard's ``Re
 (its pure-Python CRC makes that take minutes), the W&B run by the wandb SDK in offline mode
 (about 4 ms a step: minutes too). ``--steps`` makes smaller ones.
 
-    python benchmarks/runs.py [--steps 100000] [--metrics 50] [--only jsonl,tensorboard,wandb]
+    python benchmarks/runs.py [--steps 100000] [--metrics 50] [--only jsonl,tensorboard,wandb] [--before DIR]
+
+``--before DIR`` (a ``tools/runs`` folder, e.g. ``git archive <commit> tools/runs | tar -x -C /tmp/b``, then
+``/tmp/b/tools/runs``) times those readers first in the same command and says whether their findings are
+identical; each measure prints wall (start-up included), the child's CPU and its peak RSS.
 """
 
 from __future__ import annotations
