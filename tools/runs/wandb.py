@@ -450,9 +450,11 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     lengths = np.fromiter(map(len, hist), dtype=np.int64, count=n)
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    buf = b"".join([*hist, b"\0" * 8])  # 8 bytes past the end: every offset starts a whole word (below)
-    padded = np.frombuffer(buf, dtype=np.uint8)  # read a few bytes past a tag with no bounds to clamp to
-    a = padded[:-8]
+    # bytes past the end: every offset starts a whole word (below), and a value (under 128 bytes) is read
+    # past a tag with no bounds to clamp to
+    buf = b"".join([*hist, b"\0" * _PAD])
+    padded = np.frombuffer(buf, dtype=np.uint8)
+    a = padded[:-_PAD]
     first = _items_starts(a, starts, hist)
     step_b = 1 << 26  # the tag scan in 64 MiB slices: no byte-sized temporary as long as the log
     p = np.concatenate([np.flatnonzero(a[o:o + step_b] == 0x82) + o for o in range(0, len(a), step_b)] or
@@ -513,7 +515,7 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     # each record's step: its _step item (a record without one goes to the protobuf parse)
     steps = np.full(n, -1, dtype=np.int64)
     is_step = ids == step_id
-    step_vals = _parse(a, p[is_step], vlen[is_step])
+    step_vals = _parse(padded, p[is_step], vlen[is_step])
     steps[rec[is_step]] = step_vals.astype(np.int64)
     bad |= steps < 0
     wanted = {i for i, nm in enumerate(names) if nm == _WALL or (not nm.startswith(b"_") and (
@@ -521,7 +523,7 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     is_wanted = np.zeros(len(names) + 1, dtype=bool)
     is_wanted[list(wanted)] = True
     take = is_wanted[ids] & ~bad[rec]
-    values = _parse(a, p[take], vlen[take])
+    values = _parse(padded, p[take], vlen[take])
     t_ids, t_steps = ids[take], steps[rec[take]]
     out: dict[str, tuple[Any, Any]] = {}
     walls: list[float] = []
@@ -555,17 +557,21 @@ def _unique(mix: Any) -> tuple[Any, Any]:
     return first_i, inv.reshape(-1)
 
 
+#: Zero bytes after a batch's joined records (a value is under 128 bytes, a key word 8)
+_PAD = 136
+
+
 def _parse(a: Any, p: Any, vlen: Any) -> Any:
-    """The JSON numbers after the value tags at ``p`` as floats (numpy parses them; one that is not a
-    number becomes NaN)."""
+    """The JSON numbers after the value tags at ``p`` as floats (orjson or numpy parses them; one that is
+    not a number becomes NaN); ``a`` holds :data:`_PAD` bytes past the last value."""
     import numpy as np
 
     if not len(p):
         return np.zeros(0)
     width = int(vlen.max())
     cols = np.arange(width)
-    idx = np.minimum((p + 3)[:, None] + cols, len(a) - 1)
-    block = np.where(cols < vlen[:, None], a[idx], 0x20).astype(np.uint8)
+    block = a[(p + 3)[:, None] + cols]
+    block[cols >= vlen[:, None]] = 0x20
     fast = _json_array(block)
     if fast is not None:
         return fast
