@@ -386,6 +386,9 @@ def test_hostile_content_lengths_are_refused_before_the_body_is_read(slack: Fake
     from rlmedic.ui import slack_app
 
     monkeypatch.setattr(slack_app, "READ_TIMEOUT_S", 1.0)
+    # `rlmedic slack` without -v quiets Bolt's logger (an earlier test in this process may have run it), and
+    # Bolt's middleware copies that level when the app is built: set it first
+    caplog.set_level(logging.INFO, logger="rlmedic.slack.bolt")
     app, _bot = make_app(slack)
     server = serve_http(app, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
