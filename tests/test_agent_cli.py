@@ -70,7 +70,8 @@ def test_ask_streams_tool_steps_and_text_from_the_model(tmp_path: Path) -> None:
     assert result.stdout.strip().startswith("Root cause: OOM in actor_train.")
     assert "What rlmedic established without the model:" in result.stdout
     assert "CUDA out of memory" in result.stdout and f"{log}:" in result.stdout
-    assert "-> diagnose" in result.stderr and "<- diagnose: ok" in result.stderr
+    # each step says what the tool found, as chat, the web app and Slack show it
+    assert "-> diagnose" in result.stderr and "<- diagnose: root cause cuda-oom (oom_training) train.log:" in result.stderr
 
 
 def test_ask_with_the_server_down_answers_offline_with_a_note(tmp_path: Path) -> None:

@@ -57,6 +57,7 @@ def ask(
     use_known_issues(known_issues)
     use_chroma_url(chroma_url)
     from rlmedic.agent.events import Failed, Final, Notice, TextDelta, ToolFinished, ToolStarted
+    from rlmedic.ui.render import step_result
     from rlmedic.agent.llm import LLMConfig
     from rlmedic.agent.session import Session
     from rlmedic.ui.clikit import print_json
@@ -108,9 +109,8 @@ def ask(
                 typer.echo(f"note: {event.text}", err=True)
             elif isinstance(event, ToolStarted):
                 typer.echo(f"-> {event.name} {_args(event.args)}", err=True)
-            elif isinstance(event, ToolFinished):
-                status = "ok" if event.ok else f"error: {event.error}"
-                typer.echo(f"<- {event.name}: {status}", err=True)
+            elif isinstance(event, ToolFinished):  # the tool's own step line, as chat, web and Slack show it
+                typer.echo(f"<- {event.name}: {step_result(event.name, event.ok, event.data, event.error)}", err=True)
             elif isinstance(event, TextDelta):
                 typer.echo(event.text, nl=False)
                 streamed = True
