@@ -1177,17 +1177,8 @@ class Scanner:
                         ids.discard("#metric")
                         if ids:
                             self._handle_line(buf, ls, le, filled, line_no, ids, info)
-                        while i < n and matches[i][0] < block_end:
-                            pos = matches[i][0]
-                            mids = owners[matches[i][1]] - _METRIC_ONLY - _NON_FINITE_ONLY  # the table has its nan
-                            if mids:  # rare: a signature literal inside the table
-                                ls2 = buf.rfind(b"\n", start, pos) + 1
-                                le2 = buf.find(b"\n", pos, end)
-                                le2 = end if le2 < 0 else le2
-                                line_no += buf.count(b"\n", counted, ls2)
-                                counted = ls2
-                                self._handle_line(buf, ls2, le2, filled, line_no, set(mids), info)
-                            i += 1
+                        line_no, counted, i = self._literals_inside(buf, matches, i, block_end, start, end, filled,
+                                                                    line_no, counted, info)
                         continue
             if on_metric is not None and len(ids) == 1 and "#metric" in ids:
                 if pos >= (tables_from if row else lines_from):  # a row read alone: a one-row table, a cut one
@@ -1241,20 +1232,30 @@ class Scanner:
         else:  # a table of one row: read as a line, as the scan does where rows are reported
             self.on_metric(fi, line_no, clean_line(buf[ls:row_end]))  # type: ignore[misc]
             block_end = row_end
+        line_no, counted, i = self._literals_inside(buf, matches, i, block_end, 0, end, filled, line_no, counted, info)
+        return line_no, counted, i, tables_from
+
+    def _literals_inside(
+        self, buf: bytearray, matches: list[tuple[int, int]], i: int, block_end: int, lo: int, end: int, filled: int,
+        line_no: int, counted: int, info: FileInfo,
+    ) -> tuple[int, int, int]:
+        """The signature literals inside a stats table handed whole to the collector (rare): each one's line
+        is checked as the scan checks any line (the table's own metric and nan/inf hits are left out: the
+        table carries them). Returns (line number, counted-to offset, next match)."""
         owners = self._owners
         n = len(matches)
-        while i < n and matches[i][0] < block_end:  # the signature literals inside it
+        while i < n and matches[i][0] < block_end:
             pos = matches[i][0]
             mids = owners[matches[i][1]] - _METRIC_ONLY - _NON_FINITE_ONLY
             if mids:
-                ls2 = buf.rfind(b"\n", 0, pos) + 1
-                le2 = buf.find(b"\n", pos, end)
-                le2 = end if le2 < 0 else le2
-                line_no += buf.count(b"\n", counted, ls2)
-                counted = ls2
-                self._handle_line(buf, ls2, le2, filled, line_no, set(mids), info)
+                ls = buf.rfind(b"\n", lo, pos) + 1
+                le = buf.find(b"\n", pos, end)
+                le = end if le < 0 else le
+                line_no += buf.count(b"\n", counted, ls)
+                counted = ls
+                self._handle_line(buf, ls, le, filled, line_no, set(mids), info)
             i += 1
-        return line_no, counted, i, tables_from
+        return line_no, counted, i
 
     def _spent(self, buf: bytearray, at: int, end: int, filled: int, info: FileInfo, eof: bool, kind: str) -> int:
         """The file's budget of ``kind`` (lines, tables) ran out at ``buf[at]``: remember where, and return
