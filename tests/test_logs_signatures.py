@@ -3,13 +3,24 @@ has a prefilter literal, points at an existing playbook card, and has a fixture.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
 from conftest import FIXTURES
 from rlmedic.errors import UserError
 from rlmedic.knowledge.cards import CARDS_DIR
-from rlmedic.tools.logs.signatures import ROLE_RANK, builtin_catalog, parse_catalog, required_literals
+from rlmedic.tools.logs.signatures import (
+    ODD_FOLDS,
+    ROLE_RANK,
+    LazyPattern,
+    builtin_catalog,
+    holds,
+    parse_catalog,
+    required_literals,
+    required_text,
+)
 from rlmedic.types import CATEGORIES
 
 CATALOG = builtin_catalog()
@@ -126,3 +137,54 @@ def test_catalog_file_is_plain_yaml() -> None:
     raw = yaml.safe_load((FIXTURES.parent.parent / "tools" / "logs" / "signatures.yaml").read_text())
     assert raw["version"] == 1
     assert len(raw["signatures"]) >= 50
+
+
+# -- the text a pattern requires, checked before its regex runs ------------------------------------
+
+
+def test_required_text_keeps_every_required_part() -> None:
+    """All the parts a match needs, alternatives as alternatives: a stats row naming
+    ``timeperf/update_weights`` holds the scanner's literal but not a weight-sync error's other parts."""
+    needs, caseless = required_text(r"Endpoint: /\S*update_weights?\S*")
+    assert needs == ("Endpoint: /", "update_weight") and not caseless
+    needs, _ = required_text(r"(?:[Tt]ime[d ]?[ -]?out|TimeoutError) after (\d+)")
+    assert needs == ((("ime", "out"), ("TimeoutError",)), " after ")
+    row = "(TrainWorker pid=1) │ timeperf/update_weights │ 7.8e-01 │"
+    assert not holds(needs, row) and holds(needs, "Timed out after 30 s") and holds(needs, "TimeoutError after 3")
+    assert required_text(r"(?:ab|c)x+yz")[0] == ("yz",)  # an alternative needing nothing frees the choice
+    assert required_text(r"a(?i:bc)d") == ((), False)  # a group's own flags: no check
+    assert required_text(r"(?i)CUDA out") == (("cuda out",), True)
+
+
+def test_odd_folds_are_all_of_unicodes() -> None:
+    """The characters a case-blind regex matches to an ASCII letter where ``str.lower`` does not
+    give that letter: exactly what the case-blind check steps aside for."""
+    import sys
+
+    letter = re.compile(r"(?i)[a-z]")
+    odd = {c for c in map(chr, range(128, sys.maxunicode + 1))
+           if letter.match(c) and not (len(c.lower()) == 1 and c.lower().isascii())}
+    assert odd == set(ODD_FOLDS)
+
+
+@pytest.mark.parametrize("pattern, line", [
+    (r"(?i)spent \d+ s", "ſpent 3 s"),  # ſ matches s
+    (r"(?i)\bin (\d+)", "İn 4"),  # İ matches i; it lowers to two characters
+    (r"(?i)weight update took", "│ WEIGHT UPDATE took │"),  # a non-ASCII line, lowered
+    (r"update_weights?[^\n]{0,9}(?:timed out|TimeoutError)", "update_weights TimeoutError"),
+    (r"CUDA (?:error: )?out of memory", "CUDA error: out of memory"),
+])
+def test_prefilter_never_hides_a_match(pattern: str, line: str) -> None:
+    assert LazyPattern(pattern).search(line) is not None
+    assert re.search(pattern, line) is not None
+
+
+def test_prefilter_agrees_with_the_regex_on_every_catalog_example() -> None:
+    """Each pattern, on every example line and fixture line: the check says no only where the regex does."""
+    lines = [e for s in builtin_catalog().signatures for e in s.examples]
+    lines += [ln for f in sorted((FIXTURES / "logs").rglob("*.log")) for ln in f.read_text(errors="replace").splitlines()]
+    for sig in builtin_catalog().signatures:
+        for p in sig.patterns:
+            fresh = LazyPattern(p.pattern)
+            for line in lines:
+                assert (fresh.search(line) is None) == (re.search(p.pattern, line) is None), (p.pattern, line)

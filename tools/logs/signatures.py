@@ -192,6 +192,120 @@ def _minimal(literals: list[Literal]) -> list[Literal]:
 # ------------------------------------------------------------------ loading -------
 
 
+#: What a match of a pattern needs in its string: every item of the tuple, an item being a substring
+#: or a tuple of alternatives (each such a tuple again), one of which is enough.
+Needs = tuple[Any, ...]
+
+
+def required_text(pattern: str) -> tuple[Needs, bool]:
+    """(what every match of ``pattern`` holds, whether to compare in lower case).
+
+    Where :func:`required_literals` gives the scanner *one* set of substrings to search for,
+    this gives all the text the pattern requires together, alternatives included:
+    ``Endpoint: /\\S*update_weights?`` needs ``Endpoint: /`` *and* ``update_weight``, and
+    ``(?:[Tt]ime[d ]?[ -]?out|TimeoutError)`` needs ``ime`` and ``out``, or ``TimeoutError``.
+    A candidate line is checked with a few ``in`` tests before the regex runs: a stats row
+    naming ``timeperf/update_weights`` holds the scanner's literal but none of a weight-update
+    error's other parts. Empty (no check) where the pattern sets flags in a group.
+    """
+    try:
+        parsed = _sre_parse.parse(pattern)
+    except re.error:
+        return (), False
+    if _local_flags(list(parsed)):
+        return (), False
+    caseless = bool(parsed.state.flags & re.IGNORECASE)
+    needs = _needs(list(parsed))
+    if caseless:
+        if not repr(needs).isascii():  # ``ſ`` in a pattern matches ``s``: lower() would not say so
+            return (), False
+        needs = _lowered(needs)
+    return needs, caseless
+
+
+def _lowered(needs: Needs) -> Needs:
+    return tuple(item.lower() if isinstance(item, str) else tuple(_lowered(alt) for alt in item) for item in needs)
+
+
+def _local_flags(seq: Any) -> bool:
+    """Whether a group of ``seq`` (at any depth) sets or clears flags, as ``(?i:...)`` does."""
+    for op, av in seq:
+        if op is _sre_const.SUBPATTERN:
+            if av[1] or av[2] or _local_flags(av[-1]):
+                return True
+        elif op is _sre_const.BRANCH:
+            if any(_local_flags(b) for b in av[1]):
+                return True
+        elif op in _REPEATS:
+            if _local_flags(av[2]):
+                return True
+        elif op in (_sre_const.ASSERT, _sre_const.ASSERT_NOT):
+            if _local_flags(av[1]):
+                return True
+    return False
+
+
+_REPEATS = {_sre_const.MAX_REPEAT, _sre_const.MIN_REPEAT} | (
+    {_sre_const.POSSESSIVE_REPEAT} if hasattr(_sre_const, "POSSESSIVE_REPEAT") else set()
+)
+
+
+def _needs(seq: Any) -> Needs:
+    """What every match of the sequence ``seq`` holds (see :data:`Needs`); runs of one character are left out."""
+    LIT, IN = _sre_const.LITERAL, _sre_const.IN
+    out: list[Any] = []
+    run: list[str] = []
+
+    def close() -> None:
+        if len(run) >= 2:
+            out.append("".join(run))
+        run.clear()
+
+    for op, av in seq:
+        if op is LIT:
+            run.append(chr(av))
+            continue
+        if op is IN and len(av) == 1 and av[0][0] is LIT:
+            run.append(chr(av[0][1]))
+            continue
+        close()
+        if op is _sre_const.SUBPATTERN:
+            out.extend(_needs(av[-1]))
+        elif op is _sre_const.BRANCH:
+            alts = tuple(_needs(b) for b in av[1])
+            if all(alts):  # an alternative that needs nothing makes the whole choice free
+                out.append(alts)
+        elif op in _REPEATS and av[0] >= 1:
+            out.extend(_needs(av[2]))
+    close()
+    return tuple(out)
+
+
+#: The characters a case-blind regex matches to an ASCII letter but ``str.lower`` does not turn into
+#: it (``ſ`` matches ``s``; ``İ`` lowers to two characters): a line holding one skips the lower-case
+#: check (``tests/test_logs_signatures.py`` derives the set from all of Unicode).
+ODD_FOLDS = "İıſ"
+
+
+def _folds_oddly(text: str) -> bool:
+    return "ı" in text or "ſ" in text or "İ" in text
+
+
+def holds(needs: Needs, text: str) -> bool:
+    """Whether ``text`` has everything ``needs`` asks for."""
+    for item in needs:
+        if item.__class__ is str:
+            if item not in text:
+                return False
+        else:
+            for alt in item:
+                if holds(alt, text):
+                    break
+            else:
+                return False
+    return True
+
+
 class LazyPattern:
     """A validated regex that compiles on first use and pickles as its source.
 
@@ -199,14 +313,21 @@ class LazyPattern:
     ``re.Pattern`` recompiles it, so a cold ``diagnose`` would still compile every
     pattern of the catalog. A lazy one compiles only the patterns a log makes it use
     (those whose literals occur). It answers like the ``re.Pattern`` it wraps.
+
+    ``search`` on a whole string first checks the text the pattern requires (:func:`required_text`)
+    with ``in``: a line that lacks it cannot match, and is answered without running (or compiling)
+    the regex. A pattern that ignores case is checked on lines of ASCII only (there ``str.lower``
+    folds as the regex does; ``ſ`` matching ``s`` is not ASCII).
     """
 
-    __slots__ = ("pattern", "_flags", "_compiled")
+    __slots__ = ("pattern", "_flags", "_compiled", "_needs", "_caseless")
 
     def __init__(self, pattern: str, flags: int = 0, compiled: re.Pattern[str] | None = None) -> None:
         self.pattern = pattern
         self._flags = flags
         self._compiled = compiled
+        self._needs: Needs | None = None
+        self._caseless = False
 
     def compiled(self) -> re.Pattern[str]:
         if self._compiled is None:
@@ -214,6 +335,17 @@ class LazyPattern:
         return self._compiled
 
     def search(self, string: str, *args: Any) -> re.Match[str] | None:
+        if not args:
+            needs = self._needs
+            if needs is None:
+                needs, self._caseless = required_text(self.pattern) if not self._flags else ((), False)
+                self._needs = needs
+            if needs:
+                if not self._caseless:
+                    if not holds(needs, string):
+                        return None
+                elif (string.isascii() or not _folds_oddly(string)) and not holds(needs, string.lower()):
+                    return None
         return self.compiled().search(string, *args)
 
     def __getattr__(self, name: str) -> Any:
