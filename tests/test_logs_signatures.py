@@ -188,3 +188,27 @@ def test_prefilter_agrees_with_the_regex_on_every_catalog_example() -> None:
             fresh = LazyPattern(p.pattern)
             for line in lines:
                 assert (fresh.search(line) is None) == (re.search(p.pattern, line) is None), (p.pattern, line)
+
+
+def test_a_line_without_its_digits_is_refused_only_when_it_cannot_match() -> None:
+    """The scanner judges a candidate line once per skeleton (digits deleted): a refusal there must
+    mean no signature matches any line of that skeleton, here on every example and fixture line."""
+    lines = [e for s in builtin_catalog().signatures for e in s.examples]
+    lines += [ln for f in sorted((FIXTURES / "logs").rglob("*.log")) for ln in f.read_text(errors="replace").splitlines()]
+    digits = {ord(d): None for d in "0123456789"}
+    refused = 0
+    for sig in builtin_catalog().signatures:
+        for line in lines:
+            if not sig.may_match_without_digits(line.translate(digits)):
+                refused += 1
+                assert not sig.match(line), (sig.id, line)
+    assert refused > len(lines)  # it does refuse: most lines are no signature's
+
+
+def test_the_skeleton_check_keeps_digits_out_of_required_text() -> None:
+    sig = builtin_catalog().by_id["weight-update-rejected"]
+    row = "(TrainWorker pid=31) │ timeperf/update_weights │  7.8696e-01 │"
+    hit = "POST /update_weights_from_tensor status=400"
+    digits = {ord(d): None for d in "0123456789"}
+    assert not sig.may_match_without_digits(row.translate(digits))
+    assert sig.may_match_without_digits(hit.translate(digits)) and sig.match(hit)

@@ -44,6 +44,8 @@ MATCH_CONTEXT_AFTER = 8
 PHASE_BEFORE = 40
 PHASE_AFTER = 6
 MAX_LINE_CHARS = 2000
+#: Distinct candidate-line skeletons (digits deleted) whose verdict a scan remembers (:meth:`Scanner._cannot_match`).
+MAX_SKELETONS = 4096
 REDACT_MARGIN = 8192  # characters past the cut that are redacted with it (longer than any one secret)
 DETAILED_PER_KEY = 20  # hits per (signature, file, group, phase) that keep their context
 PHASED_PER_KEY = 60  # hits per (signature, file) whose phase is inferred from context
@@ -58,7 +60,7 @@ READ_PIECE = 1 << 20  # bytes per read call (a failing gzip read loses at most t
 #: when each was parsed, a 256 MiB AReaL log 7-15 s (issues 30, 31); 5,000 of them cost ~0.1 s.
 METRIC_LINES_FULL = 5_000
 #: Stats tables (AReaL's per-step grids: one a training step) of one file all read, the same way.
-METRIC_TABLES_FULL = 20_000
+METRIC_TABLES_FULL = 2_000
 #: The last stretch of a file (bytes) read for metrics in full even past the budget: how a run ends.
 METRIC_TAIL_FULL = 1 << 20
 #: A nan or inf spelled as a value (``loss=nan``, ``tensor(-inf)``, ``Infinity``), not inside a word (``INFO``).
@@ -836,6 +838,7 @@ class Scanner:
         self._budget_at: dict[tuple[str, int], int] = {}  # ("lines"|"tables", file) -> file offset where it ran out
         self._metric_texts = [((lit.text.lower() if lit.caseless else lit.text).encode(), lit.caseless)
                               for lit in catalog.metric_literals]
+        self._skeletons: dict[tuple[frozenset[str], bytes], bool] = {}  # see _cannot_match
 
     # -- public ------------------------------------------------------------------
 
@@ -1313,9 +1316,32 @@ class Scanner:
 
     # -- one candidate line --------------------------------------------------------
 
+    def _cannot_match(self, raw: bytes, ids: set[str]) -> bool:
+        """Whether none of the signatures ``ids`` can match the line ``raw``, judged by the text their
+        patterns require on the line with its digits deleted, once per distinct such skeleton.
+
+        A literal that stats print on every step (``timeperf/update_weights`` holds ``update_weight``)
+        makes the same line, values aside, a candidate thousands of times; a skeleton seen before
+        costs one ``translate`` and one lookup. Lines with ANSI colours or carriage returns (cleaned
+        before matching) are not judged here.
+        """
+        if len(raw) > MAX_LINE_CHARS or b"\x1b" in raw or b"\r" in raw:
+            return False
+        key = (frozenset(ids), raw.translate(None, b"0123456789"))
+        verdict = self._skeletons.get(key)
+        if verdict is None:
+            if len(self._skeletons) >= MAX_SKELETONS:
+                self._skeletons.clear()
+            skeleton = key[1].decode("utf-8", errors="replace")
+            by_id = self.catalog.by_id
+            verdict = self._skeletons[key] = not any(by_id[s].may_match_without_digits(skeleton) for s in ids)
+        return verdict
+
     def _handle_line(
         self, buf: bytearray, ls: int, le: int, filled: int, line_no: int, ids: set[str], info: FileInfo
     ) -> None:
+        if "#metric" not in ids and self._cannot_match(bytes(buf[ls:le]), ids):
+            return
         full = clean_line(buf[ls:le], limit=None)  # signatures see the whole line, however long
         text = full if len(full) <= MAX_LINE_CHARS else clean_line(buf[ls:le])
         if "#metric" in ids and self.on_metric is not None:

@@ -88,6 +88,15 @@ class Signature:
             return False
         return any(p.search(line) for p in self.patterns)
 
+    def may_match_without_digits(self, skeleton: str) -> bool:
+        """False only when no line whose digits deleted give ``skeleton`` can match (see
+        :meth:`LazyPattern.may_search_without_digits`): the scanner asks once per distinct skeleton."""
+        for p in self.patterns:
+            check = getattr(p, "may_search_without_digits", None)
+            if check is None or check(skeleton):
+                return True
+        return False
+
     def card_for(self, phase: str = "", framework: str = "") -> tuple[str, str]:
         """The (card id, category) for a phase and framework, after ``by_phase``."""
         card: Any = self.card
@@ -223,6 +232,14 @@ def required_text(pattern: str) -> tuple[Needs, bool]:
     return needs, caseless
 
 
+def _without_digits(needs: Needs) -> Needs:
+    return tuple(item.translate(_NO_DIGITS) if isinstance(item, str) else tuple(_without_digits(alt) for alt in item)
+                 for item in needs)
+
+
+_NO_DIGITS = {ord(d): None for d in "0123456789"}
+
+
 def _lowered(needs: Needs) -> Needs:
     return tuple(item.lower() if isinstance(item, str) else tuple(_lowered(alt) for alt in item) for item in needs)
 
@@ -320,7 +337,7 @@ class LazyPattern:
     folds as the regex does; ``ſ`` matching ``s`` is not ASCII).
     """
 
-    __slots__ = ("pattern", "_flags", "_compiled", "_needs", "_caseless")
+    __slots__ = ("pattern", "_flags", "_compiled", "_needs", "_caseless", "_without_digits")
 
     def __init__(self, pattern: str, flags: int = 0, compiled: re.Pattern[str] | None = None) -> None:
         self.pattern = pattern
@@ -328,24 +345,51 @@ class LazyPattern:
         self._compiled = compiled
         self._needs: Needs | None = None
         self._caseless = False
+        self._without_digits: Needs | None = None
 
     def compiled(self) -> re.Pattern[str]:
         if self._compiled is None:
             self._compiled = re.compile(self.pattern, self._flags)
         return self._compiled
 
+    def _prefilter(self) -> Needs:
+        needs = self._needs
+        if needs is None:
+            needs, self._caseless = required_text(self.pattern) if not self._flags else ((), False)
+            self._needs = needs
+            # the same with digits deleted (for a line given so), None where a part is not ASCII
+            self._without_digits = _without_digits(needs) if repr(needs).isascii() else None
+        return needs
+
+    def may_search(self, string: str) -> bool:
+        """Whether :meth:`search` could find a match: False only when ``string`` lacks required text."""
+        needs = self._prefilter()
+        if not needs:
+            return True
+        if not self._caseless:
+            return holds(needs, string)
+        if string.isascii() or not _folds_oddly(string):
+            return holds(needs, string.lower())
+        return True
+
+    def may_search_without_digits(self, skeleton: str) -> bool:
+        """:meth:`may_search` for a line given with its digits deleted: False still only when the line
+        cannot match. The required parts lose their digits too: a line holding ``status=4`` holds
+        ``status=`` once its digits are gone, as deleting digits keeps every other run whole."""
+        if not self._prefilter():
+            return True
+        needs = self._without_digits
+        if needs is None:
+            return True
+        if not self._caseless:
+            return holds(needs, skeleton)
+        if skeleton.isascii() or not _folds_oddly(skeleton):
+            return holds(needs, skeleton.lower())
+        return True
+
     def search(self, string: str, *args: Any) -> re.Match[str] | None:
-        if not args:
-            needs = self._needs
-            if needs is None:
-                needs, self._caseless = required_text(self.pattern) if not self._flags else ((), False)
-                self._needs = needs
-            if needs:
-                if not self._caseless:
-                    if not holds(needs, string):
-                        return None
-                elif (string.isascii() or not _folds_oddly(string)) and not holds(needs, string.lower()):
-                    return None
+        if not args and not self.may_search(string):
+            return None
         return self.compiled().search(string, *args)
 
     def __getattr__(self, name: str) -> Any:
