@@ -112,10 +112,18 @@ def test_the_logs_of_real_cases_diagnose_as_before(monkeypatch: pytest.MonkeyPat
         _assert_same(monkeypatch, lambda text=text: dmod.diagnose_text(text, name=f"case{n}"), f"{cases.name}#{n}")
 
 
+def logscan_budget_bytes() -> int:
+    """A size of ``kv`` log (a stats line every ~50 bytes) that stays under the scanner's stats-line budget."""
+    from rlmedic.tools.logs import scan
+
+    return scan.METRIC_LINES_FULL * 35
+
+
 @pytest.mark.parametrize("shape", mixedlogs.SHAPES)
 @pytest.mark.parametrize("seed", [1, 2])
 def test_generated_mixed_logs_diagnose_as_before(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shape: str, seed: int) -> None:
-    size = 200_000 if shape == "kv" else 700_000  # under the stats-line budget: every line is one
+    # under the stats-line budget (kv: every line is one, ~50 bytes each)
+    size = logscan_budget_bytes() if shape == "kv" else 700_000
     path = mixedlogs.write(tmp_path / f"{shape}.log{'.gz' if seed == 2 else ''}", shape, size, seed)
     _assert_same(monkeypatch, _diagnose_path(path), f"{shape} seed {seed}")
 
@@ -136,7 +144,7 @@ def test_nan_and_inf_values_in_tables_and_stats_lines_diagnose_as_before(monkeyp
 @pytest.mark.parametrize("shape", ["areal-mixed", "kv", "slime"])
 def test_the_pure_python_engine_gives_the_same_as_the_old_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                              shape: str) -> None:
-    path = mixedlogs.write(tmp_path / f"{shape}.log", shape, 200_000, 3)
+    path = mixedlogs.write(tmp_path / f"{shape}.log", shape, logscan_budget_bytes() if shape == "kv" else 200_000, 3)
     _assert_same(monkeypatch, _diagnose_path(path), f"{shape}, python engine", engine="python")
 
 

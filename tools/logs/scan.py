@@ -57,8 +57,9 @@ READ_PIECE = 1 << 20  # bytes per read call (a failing gzip read loses at most t
 #: are read in a shrinking share of each region (:meth:`Scanner._metric_window`) and its last
 #: :data:`METRIC_TAIL_FULL` bytes; AReaL's step lines and lines holding a nan or an inf always. Parsing a
 #: stats line costs 10-20 us, the scan around it ~2-3 ns a byte: 64 MiB of key=value lines cost 45-66 s
-#: when each was parsed, a 256 MiB AReaL log 7-15 s (issues 30, 31); 5,000 of them cost ~0.1 s.
-METRIC_LINES_FULL = 5_000
+#: when each was parsed, a 256 MiB AReaL log 7-15 s (issues 30, 31); 2,000 of them cost ~0.04 s. A run's
+#: first 2,000 steps are read whole; a 256 MiB log's 123,000 rollout lines past them cost ~0.4 s at 5,000.
+METRIC_LINES_FULL = 2_000
 #: Stats tables (AReaL's per-step grids: one a training step) of one file all read, the same way.
 METRIC_TABLES_FULL = 2_000
 #: The last stretch of a file (bytes) read for metrics in full even past the budget: how a run ends.
