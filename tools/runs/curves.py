@@ -12,6 +12,7 @@ keys), so a finding's first step is the exact step, not its bucket's (``detector
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,3 +136,26 @@ def read_file_bytes(path: Any, confinement: Any = None) -> bytes:
     if len(data) > MAX_FILE_BYTES:
         raise UserError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB, the most rlmedic reads of a metrics file")
     return data
+
+
+def map_file_bytes(path: Any, confinement: Any = None) -> Any:
+    """A metrics file's bytes mapped read-only (``mmap``), through the confinement when there is one: a
+    400 MB log is not copied (``read`` of one cost ~0.3 s of CPU; the mapping's page faults ~0.06 s).
+    The result slices, ``find``\ s and exports buffers (``memoryview``, ``numpy.frombuffer``) as ``bytes``
+    do. Meant for append-only files (a W&B transaction log): a file cut shorter while mapped would
+    fault its reader. An empty file, or one that cannot be mapped, is read (:func:`read_file_bytes`)."""
+    import mmap
+
+    from rlmedic.errors import UserError
+
+    fh = confinement.open_binary(path) if confinement is not None else open(path, "rb")  # noqa: SIM115
+    with fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > MAX_FILE_BYTES:
+            raise UserError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB, the most rlmedic reads of a metrics file")
+        if size:
+            try:
+                return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)  # it keeps its own descriptor
+            except (OSError, ValueError):
+                pass
+    return read_file_bytes(path, confinement)

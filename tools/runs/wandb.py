@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rlmedic.errors import UserError
-from rlmedic.tools.runs.curves import Run, make_curve, median_interval, read_file_bytes
+from rlmedic.tools.runs.curves import Run, make_curve, map_file_bytes, median_interval
 from rlmedic.tools.runs.locate import RUN_DIR, is_run_dir, is_wandb_root, runs_in  # noqa: F401 - re-exported
 
 HEADER = b":W&B"
@@ -103,6 +103,20 @@ def _load_protos_only() -> Any:
 
 #: the CRC of each chunk type byte, which every chunk's CRC starts from
 _KIND_CRC = [zlib.crc32(bytes((k,))) for k in range(256)]
+
+
+def _crc32_function() -> Callable[..., int]:
+    """zlib's CRC-32 as ISA-L computes it (``isal``, a dependency for gzip logs: the same numbers, ~3.5x
+    zlib's speed over a 400 MB log), zlib's own where isal is absent."""
+    try:
+        from isal.isal_zlib import crc32
+    except ImportError:
+        return zlib.crc32
+    return crc32  # type: ignore[no-any-return]
+
+
+#: the CRC-32 every chunk is checked with (tests set zlib's)
+_crc32 = _crc32_function()
 
 
 def records(data: bytes) -> list[Any]:
@@ -252,7 +266,7 @@ def _chunks(data: bytes) -> tuple[Any, Any, Any] | None:
         n = int(np.searchsorted(starts, min(stops)))
         starts, lengths, kinds, crcs = starts[:n], lengths[:n], kinds[:n], crcs[:n]
     view = memoryview(data)
-    crc32, kind_crc = zlib.crc32, _KIND_CRC
+    crc32, kind_crc = _crc32, _KIND_CRC
     h = starts + CHUNK_HEADER
     views = map(view.__getitem__, map(slice, h.tolist(), (h + lengths).tolist()))  # no Python frame per chunk
     ok = np.fromiter(map(crc32, views, map(kind_crc.__getitem__, kinds.tolist())), dtype=np.uint32,
@@ -272,7 +286,7 @@ def _split_walk(data: bytes, history: int, skip: int, fast: Callable[[Any], Any]
     hist: list[Any] = []
     rest: list[Any] = []
     unpack = struct.Struct("<IHB").unpack_from
-    crc32 = zlib.crc32
+    crc32 = _crc32
     kind_crc = _KIND_CRC
     while pos + CHUNK_HEADER <= size:
         room = BLOCK - (pos % BLOCK)
@@ -746,7 +760,7 @@ def read_run(path: Path, confinement: Any = None, keep: Callable[[str], bool] | 
     mtimes = []
     output: list[str] = []
     for log in logs:
-        data = read_file_bytes(log, confinement)
+        data = map_file_bytes(log, confinement)
         mtimes.append(os.stat(log).st_mtime)
         try:
             output = read_transaction_log(data, run, keep=keep) or output
