@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from rlmedic.tools.runs.curves import Run, make_curve, median_interval, read_file_bytes
+from rlmedic.tools.runs.curves import Run, make_curve, map_file_bytes, median_interval, read_file_bytes
+from rlmedic.tools.runs.jsonl_fast import Block, Layout, Scan, find_block, layout_of
 
 from rlmedic.tools.runs.locate import DUMP_SUFFIXES as SUFFIXES  # noqa: E402 - one list of dump suffixes
 from rlmedic.tools.runs.locate import TB_EXPORT_NAME  # noqa: E402
@@ -69,38 +70,50 @@ def _flatten(obj: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 #: Rows grouped and turned into columns at a time (their dicts are then dropped: memory stays bounded)
 CHUNK_ROWS = 20_000
+#: False parses every JSONL line (the tests compare the two reads); True reads blocks of lines that share the
+#: first one's layout by numpy (:mod:`~rlmedic.tools.runs.jsonl_fast`)
+FAST_JSONL = True
 
 
 def read_dump(path: Path, step_keys: tuple[str, ...], confinement: Any = None,
               keep: Callable[[str], bool] | None = None) -> Run:
     """A dump as a :class:`Run`. Rows with the same keys are grouped, and the columns ``keep`` accepts
     (the keys the checks may read; None: all) become float arrays, a group's columns in one ``numpy``
-    call, :data:`CHUNK_ROWS` rows at a time. Lines are parsed with ``orjson`` where it is installed
+    call, :data:`CHUNK_ROWS` rows at a time. JSONL lines are parsed with ``orjson`` where it is installed
     (gradio brings it; ~7x ``json.loads``), a line it refuses (NaN, Infinity: Python's ``json``
-    writes them) with ``json``."""
+    writes them) with ``json``; a chunk of lines that all share the first one's layout is read as one
+    group without a parse of each line (:mod:`~rlmedic.tools.runs.jsonl_fast`: the same columns)."""
     import gc
 
     import numpy as np
 
-    data = read_file_bytes(path, confinement)
     is_csv = path.name.lower().endswith(".csv")
-    rows = _csv_rows(data.decode("utf-8", "replace"), path) if is_csv else _jsonl_rows(data)
+    if is_csv:
+        rows: Any = _csv_rows(read_file_bytes(path, confinement).decode("utf-8", "replace"), path)
+    else:
+        data = map_file_bytes(path, confinement)
+        rows = _jsonl_source(data, lambda first, keys: _wanted(first, keys, is_kept, step_keys)) if FAST_JSONL \
+            else _jsonl_rows(bytes(data))
     pieces: dict[str, tuple[list[Any], list[Any]]] = {}
     walls: list[Any] = []
     every: set[str] = set()
     kept: dict[str, bool] = {}
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-    order: dict[tuple[str, ...], list[int]] = {}
+    groups: dict[tuple[str, ...], Any] = {}
+    order: dict[tuple[str, ...], Any] = {}
     nulls: dict[str, list[Any]] = {}
+
+    def is_kept(k: str) -> bool:
+        if k not in kept:
+            plain = k not in step_keys and k not in _WALL_KEYS and not k.startswith("_")
+            if plain:
+                every.add(k)
+            kept[k] = plain and (keep is None or keep(k))
+        return kept[k]
 
     def flush() -> None:
         for keys, group in groups.items():
             for k in keys:
-                if k not in kept:
-                    plain = k not in step_keys and k not in _WALL_KEYS and not k.startswith("_")
-                    if plain:
-                        every.add(k)
-                    kept[k] = plain and (keep is None or keep(k))
+                is_kept(k)
             _take(group, keys, order[keys], kept, step_keys, pieces, walls, nulls)
         groups.clear()
         order.clear()
@@ -108,7 +121,16 @@ def read_dump(path: Path, step_keys: tuple[str, ...], confinement: Any = None,
     enabled = gc.isenabled()
     gc.disable()  # the row dicts hold no cycles: the collector's passes over them were a tenth of the read
     try:
-        for n, row in enumerate(rows, 1):
+        n = 0
+        for row in rows:
+            if type(row) is Block:  # a whole chunk of rows that share their keys (groups is empty here)
+                keys = row.layout.keys
+                groups[keys] = row
+                order[keys] = np.arange(n + 1, n + row.rows + 1, dtype=np.float64)
+                n += row.rows
+                flush()
+                continue
+            n += 1
             keys = tuple(row)
             group = groups.get(keys)
             if group is None:
@@ -136,19 +158,25 @@ def read_dump(path: Path, step_keys: tuple[str, ...], confinement: Any = None,
     return run
 
 
-def _take(group: list[dict[str, Any]], keys: tuple[str, ...], numbers: list[int], kept: dict[str, bool],
+def _take(group: Any, keys: tuple[str, ...], numbers: Any, kept: dict[str, bool],
           step_keys: tuple[str, ...], pieces: dict[str, tuple[list[Any], list[Any]]], walls: list[Any],
           nulls: dict[str, list[Any]]) -> None:
-    """One group's (rows sharing their keys) kept columns appended to ``pieces``, its wall times to ``walls``."""
+    """One group's (rows sharing their keys: a list of row dicts or a :class:`Block`) kept columns appended
+    to ``pieces``, its wall times to ``walls``."""
     import numpy as np
 
     numbered = np.asarray(numbers, dtype=np.float64)
     steps = numbered
-    first = group[0]
-    step_key = next((k for k in step_keys if _is_number(first.get(k))), None)
-    wall_key = next((k for k in _WALL_KEYS if _is_number(first.get(k))), None)
-    names = [k for k in keys if kept[k] and (_is_number(first[k]) or first[k] is None)]
-    cols = _columns(group, [k for k in (step_key, wall_key) if k] + names)
+    block = type(group) is Block
+    first = group.first if block else group[0]
+    step_key, wall_key, names = _wanted(first, keys, kept.__getitem__, step_keys)
+    wanted = [k for k in (step_key, wall_key) if k] + names
+    if block:
+        cols = group.arrays(wanted)
+        if cols is None:
+            cols = _columns_of({k: group.column(k) for k in wanted}, wanted)
+    else:
+        cols = _columns(group, wanted)
     if step_key:
         col = cols.pop(step_key)
         if col is not None:
@@ -158,7 +186,8 @@ def _take(group: list[dict[str, Any]], keys: tuple[str, ...], numbers: list[int]
         if col is not None and np.nanmax(col) > 1e9:
             walls.append(col[np.isfinite(col)])
     for key, values in cols.items():
-        if first[key] is None and all(r[key] is None for r in group):
+        if first[key] is None and (all(v is None for v in group.column(key)) if block else
+                                   all(r[key] is None for r in group)):
             nulls.setdefault(key, []).append(steps)  # only nulls here: NaN if the key is a number elsewhere
             continue
         if values is None:
@@ -166,6 +195,29 @@ def _take(group: list[dict[str, Any]], keys: tuple[str, ...], numbers: list[int]
         entry = pieces.setdefault(key, ([], []))
         entry[0].append(steps)
         entry[1].append(values)
+
+
+def _wanted(first: dict[str, Any], keys: tuple[str, ...], kept: Callable[[str], bool], step_keys: tuple[str, ...]
+            ) -> tuple[str | None, str | None, list[str]]:
+    """A group's step column, wall-time column and the kept columns it makes numbers of (by its first row)."""
+    step_key = next((k for k in step_keys if _is_number(first.get(k))), None)
+    wall_key = next((k for k in _WALL_KEYS if _is_number(first.get(k))), None)
+    return step_key, wall_key, [k for k in keys if kept(k) and (_is_number(first[k]) or first[k] is None)]
+
+
+def _columns_of(lists: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """:func:`_columns` of columns already parsed (a :class:`Block`'s): the same arrays, the same None."""
+    import numpy as np
+
+    if not names:
+        return {}
+    try:
+        out = {k: np.asarray(lists[k], dtype=np.float64) for k in names}
+        if all(v.ndim == 1 for v in out.values()):  # every cell a number (or null, a boolean): one matrix did it
+            return out
+    except (TypeError, ValueError):
+        pass
+    return {k: _numeric(lists[k]) for k in names}
 
 
 def _is_number(v: Any) -> bool:
@@ -211,9 +263,62 @@ def _fast_loads() -> Callable[[bytes], Any]:
     return loads  # type: ignore[no-any-return]
 
 
-def _jsonl_rows(data: bytes) -> Any:
+def _jsonl_source(data: Any, wanted: Callable[[dict[str, Any], tuple[str, ...]], tuple[Any, Any, list[str]]]
+                  ) -> Any:
+    """The rows of a JSONL dump's bytes, as :func:`_jsonl_rows` yields them, but a chunk of
+    :data:`CHUNK_ROWS` lines that share their first line's layout as one :class:`Block` (where rows
+    are counted in whole chunks: the line-by-line read would make that chunk one group), its columns
+    ``wanted`` names (:func:`_wanted` of its first row) parsed."""
+    if data.find(b"\r") != -1:  # bytes.splitlines() cuts lines at a lone \r too: only the line parse does that
+        yield from _jsonl_rows(bytes(data))
+        return
     fast, loads = _fast_loads(), json.loads
-    for line in data.splitlines():
+    scan = Scan(data)
+    count, i, total = 0, 0, len(scan)
+    while i < total:
+        if not count % CHUNK_ROWS:
+            block = _block_at(scan, data, i, min(CHUNK_ROWS, total - i), wanted, fast, loads)
+            if block is not None:
+                yield block
+                count += block.rows
+                i += block.rows
+                continue
+        for row in _jsonl_rows_of([scan.line(data, i)], fast, loads):
+            yield row
+            count += 1
+        i += 1
+
+
+def _block_at(scan: Scan, data: Any, i: int, rows: int, wanted: Callable[..., Any], fast: Callable[[bytes], Any],
+              loads: Callable[[Any], Any]) -> Block | None:
+    """Lines ``i`` .. ``i + rows`` as one :class:`Block` with its wanted columns parsed, or None (then the lines
+    are parsed one by one); the last chunk of a file whose last line is torn leaves that line out."""
+    line = scan.line(data, i)
+    try:
+        first = fast(line)
+    except ValueError:
+        try:
+            first = loads(line)
+        except ValueError:
+            return None
+    layout = layout_of(line, first)
+    if layout is None:
+        return None
+    step_key, wall_key, names = wanted(first, layout.keys)
+    block = find_block(scan, data, i, rows, layout)
+    if block is None and i + rows == len(scan) and rows > 1:  # a torn last line (the run is still writing)
+        block = find_block(scan, data, i, rows - 1, layout)
+    if block is None or not block.parse([k for k in (step_key, wall_key) if k] + names):
+        return None
+    return block
+
+
+def _jsonl_rows(data: bytes) -> Any:
+    yield from _jsonl_rows_of(data.splitlines(), _fast_loads(), json.loads)
+
+
+def _jsonl_rows_of(lines: Any, fast: Callable[[bytes], Any], loads: Callable[[Any], Any]) -> Any:
+    for line in lines:
         if not line.startswith(b"{"):
             line = line.strip()
             if not line.startswith(b"{"):
