@@ -47,3 +47,15 @@ def test_the_cache_refuses_rows_without_running_a_regex(tmp_path: Path, monkeypa
     assert not result.groups
     assert not calls  # every row refused by its skeleton
     assert 0 < len(scanner._skeletons) <= 2
+
+
+def test_a_scanner_without_a_metric_collector_reads_stats_lines_as_lines(tmp_path: Path) -> None:
+    """A line that is a stats line and a signature candidate at once, scanned with no collector
+    (``Scanner(catalog)``): the signature is still matched, the metric part dropped (it raised KeyError)."""
+    log = tmp_path / "train.log"
+    log.write_text("step:3 - actor/pg_loss:0.12 - critic/score/mean:0.5\n"
+                   "step:4 - actor/pg_loss:0.11 - torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    scanner = logscan.Scanner(builtin_catalog())
+    sources, _ = logscan.expand_paths([log], Confinement([tmp_path]))
+    result = scanner.scan(sources, Confinement([tmp_path]))
+    assert {sig for sig, *_ in result.groups} == {"cuda-oom"}

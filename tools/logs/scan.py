@@ -1341,13 +1341,18 @@ class Scanner:
     def _handle_line(
         self, buf: bytearray, ls: int, le: int, filled: int, line_no: int, ids: set[str], info: FileInfo
     ) -> None:
-        if "#metric" not in ids and self._cannot_match(bytes(buf[ls:le]), ids):
+        metric = "#metric" in ids
+        if metric:  # a stats line too: it goes to the collector, when there is one, whatever the signatures say
+            ids.discard("#metric")
+            metric = self.on_metric is not None
+        if ids and self._cannot_match(bytes(buf[ls:le]), ids):
+            ids = set()
+        if not ids and not metric:
             return
         full = clean_line(buf[ls:le], limit=None)  # signatures see the whole line, however long
         text = full if len(full) <= MAX_LINE_CHARS else clean_line(buf[ls:le])
-        if "#metric" in ids and self.on_metric is not None:
-            self.on_metric(info.index, line_no, text)
-            ids.discard("#metric")
+        if metric:
+            self.on_metric(info.index, line_no, text)  # type: ignore[misc]
         if not ids:
             return
         by_id = self.catalog.by_id
