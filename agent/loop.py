@@ -451,7 +451,7 @@ class Agent:
         self.graph = create_agent(
             chat_model(config, model),
             make_tools(tools, self.call, ctx, lambda: self.run, budgets),
-            system_prompt=prompts.SYSTEM_PROMPT,
+            system_prompt=prompts.system_prompt(tuple(t.guide_line for t in tools)),
             middleware=[Guard.make(lambda: self.run, budgets, [t.name for t in tools])],
             checkpointer=checkpointer(thread_id),
         )

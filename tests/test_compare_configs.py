@@ -139,8 +139,10 @@ def test_the_agent_offers_it_to_the_model_and_runs_it_on_two_attached_configs(pa
         events = list(answer_events("what changed between these runs?", attachments=[worked, failed], ctx=ctx,
                                     config=LLMConfig.resolve(base_url=server.base_url)))
         offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
+        system = next(m["content"] for m in server.requests[0]["messages"] if m["role"] == "system")
         sent_back = [m["content"] for m in server.requests[1]["messages"] if m["role"] == "tool"]
     assert "compare_configs" in offered
+    assert "`compare_configs` for two configs, one that worked and one that failed" in system  # its own words
     assert any("setting(s) differ in effect" in m and "gradient_checkpointing" in m for m in sent_back)
     done = [e for e in events if isinstance(e, ToolFinished) and e.name == "compare_configs"]
     assert done and done[0].ok and isinstance(events[-1], Final)
@@ -156,7 +158,8 @@ def test_mcp_lists_and_calls_it(pair: tuple[Path, Path]) -> None:
         params = StdioServerParameters(command=sys.executable, args=["-m", "rlmedic", "mcp", "--allow", str(worked.parent)],
                                        env={**os.environ})
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
+            init = await session.initialize()
+            assert "`compare_configs` for two configs" in (init.instructions or "")
             listed = {t.name: t for t in (await session.list_tools()).tools}
             assert "compare_configs" in listed and listed["compare_configs"].annotations.read_only_hint is True
             assert listed["compare_configs"].input_schema["properties"]["configs"]["minItems"] == 2

@@ -52,6 +52,29 @@ def test_every_tool_has_a_description_and_a_schema_without_the_context() -> None
         json.dumps(schema)
 
 
+def test_every_built_in_tool_says_what_it_is_for_and_the_prompt_lists_them_all() -> None:
+    """The system prompt's list of tools is the registry's: each built-in tool says what a model calls it
+    for (``use``), and a tool registered without one is listed with its summary."""
+    from rlmedic.agent.prompts import system_prompt
+
+    lines = REGISTRY.guide()
+    prompt = system_prompt(tuple(lines))
+    for t in REGISTRY.tools():
+        assert t.use and t.use[0].islower(), t.name
+        assert f"  - `{t.name}` {t.use}\n" in prompt, t.name
+
+    reg = Registry()
+
+    def probe(ctx: ToolContext, path: str) -> str:
+        """Report the probe's reading.
+
+        More text here."""
+        return path
+
+    reg.register(probe)
+    assert reg.guide() == ["`probe` (Report the probe's reading)"]
+
+
 def test_registering_needs_a_context_first_a_docstring_and_types() -> None:
     reg = Registry()
 

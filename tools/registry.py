@@ -164,6 +164,9 @@ class Tool:
     step: Callable[[Any], str] | None = None
     #: parameter -> the attachment kinds it takes (:data:`ATTACHMENT_KINDS`); see :meth:`Registry.plan`
     reads: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: what a model calls it for, a phrase after its name (``for logs``): the system prompt's and the MCP
+    #: server's list of tools (:meth:`Registry.guide`) are made of these
+    use: str = ""
 
     def step_line(self, data: Any) -> str:
         """One line saying what a successful call found: the tool's ``step``, or ``done``."""
@@ -177,6 +180,11 @@ class Tool:
     def summary(self) -> str:
         """The first paragraph of the description, on one line (what a tool list shows)."""
         return " ".join(self.description.split("\n\n", 1)[0].split())
+
+    @property
+    def guide_line(self) -> str:
+        """Its name and what it is for, as the system prompt lists it: ``"`diagnose` for logs (...)"``."""
+        return f"`{self.name}` {self.use or '(' + self.summary.rstrip('.') + ')'}"
 
     @property
     def schema(self) -> dict[str, Any]:
@@ -205,7 +213,7 @@ class Registry:
     def register(self, fn: Callable[..., Any], *, name: str | None = None,
                  render: Callable[[Any], str] | None = None, cache_paths: str = "",
                  evidence: Callable[[Any], Any] | None = None, step: Callable[[Any], str] | None = None,
-                 reads: dict[str, str | tuple[str, ...]] | None = None) -> Tool:
+                 reads: dict[str, str | tuple[str, ...]] | None = None, use: str = "") -> Tool:
         tool_name = name or fn.__name__
         if tool_name in self._tools:
             raise ValueError(f"tool {tool_name!r} is registered twice")
@@ -214,7 +222,7 @@ class Registry:
             raise ValueError(f"tool {tool_name!r} needs a docstring: it is the description a model reads")
         kinds = {param: (k,) if isinstance(k, str) else tuple(k) for param, k in (reads or {}).items()}
         entry = Tool(name=tool_name, fn=fn, description=description, params=_params_model(fn, tool_name), render=render,
-                     cache_paths=cache_paths, evidence=evidence, step=step, reads=kinds)
+                     cache_paths=cache_paths, evidence=evidence, step=step, reads=kinds, use=" ".join(use.split()))
         if cache_paths and cache_paths not in entry.params.model_fields:
             raise ValueError(f"tool {tool_name!r}: cache_paths names no parameter {cache_paths!r}")
         for param, taken in kinds.items():
@@ -244,6 +252,14 @@ class Registry:
             return min((ATTACHMENT_KINDS.index(k) for k in next(iter(t.reads.values()))), default=last) if t.reads else last
 
         return sorted(self._tools.values(), key=rank)  # stable: registration order within a rank
+
+    def guide(self) -> list[str]:
+        """Each tool with what it is for, in :meth:`tools` order: ``"`diagnose` for logs (...)"``.
+
+        The system prompt and the MCP server's instructions name the tools with these, so a tool
+        added in its own file is named there too. A tool without ``use`` is named with its summary.
+        """
+        return [t.guide_line for t in self.tools()]
 
     def get(self, name: str) -> Tool | None:
         self._load()
@@ -373,7 +389,7 @@ REGISTRY = Registry(_builtin_tools)
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
          render: Callable[[Any], str] | None = None, cache_paths: str = "",
          evidence: Callable[[Any], Any] | None = None, step: Callable[[Any], str] | None = None,
-         reads: dict[str, str | tuple[str, ...]] | None = None) -> Any:
+         reads: dict[str, str | tuple[str, ...]] | None = None, use: str = "") -> Any:
     """Register ``fn`` in :data:`REGISTRY` (``@tool`` or ``@tool(render=..., evidence=...)``); returns ``fn`` unchanged.
 
     ``render`` is the result as the bounded text a model reads (default: its JSON).
@@ -384,12 +400,13 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
     ``step`` turns the result's JSON form into the one line the web app, Slack and the chat
     show for the step (default ``done``). ``reads`` maps parameters to the attachment kinds
     they take (:data:`ATTACHMENT_KINDS`), first the one the tool is called for: with it, the
-    agent runs the tool on attached files by itself (:meth:`Registry.plan`).
+    agent runs the tool on attached files by itself (:meth:`Registry.plan`). ``use`` says what a model
+    calls it for, after its name (``for logs``): the system prompt lists the tools so (:meth:`Registry.guide`).
     """
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         REGISTRY.register(f, name=name, render=render, cache_paths=cache_paths, evidence=evidence, step=step,
-                          reads=reads)
+                          reads=reads, use=use)
         return f
 
     return wrap(fn) if fn is not None else wrap

@@ -18,11 +18,13 @@ from typing import Any
 
 from rlmedic import __version__
 
-INSTRUCTIONS = (
-    "rlmedic troubleshoots RL training runs of LLMs (AReaL, slime): start with `diagnose` on the run's logs, "
-    "then `fix_config` with the config and logs, `list_checkpoints` for resuming, `gpu_status` for memory, and "
-    "`search_docs` for cited documentation. Files are readable only under the folders the server was started with."
-)
+def instructions() -> str:
+    """What the server tells a client, its tools named from the registry (one line each: what it is for)."""
+    from rlmedic.tools.registry import REGISTRY
+
+    return ("rlmedic troubleshoots RL training runs of LLMs (AReaL, slime, verl). Start with `diagnose` on the "
+            "run's logs. The tools: " + "; ".join(REGISTRY.guide()) + ". Files are readable only under the folders "
+            "the server was started with.")
 
 
 def build_server(allow: Iterable[str | os.PathLike[str]], *, index_dir: str | None = None,
@@ -57,7 +59,7 @@ def build_server(allow: Iterable[str | os.PathLike[str]], *, index_dir: str | No
         data = result.data if isinstance(result.data, dict) else {"result": result.data}
         return types.CallToolResult(content=[types.TextContent(text=result.text)], structured_content=data)
 
-    return Server("rlmedic", version=__version__, instructions=INSTRUCTIONS,
+    return Server("rlmedic", version=__version__, instructions=instructions(),
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 

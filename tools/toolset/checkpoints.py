@@ -79,7 +79,7 @@ def _step_checkpoints(data: Any) -> str:
 
 # the one config attached (a YAML, not a launch script) is the one the run resumes with: the plan lists what differs
 @tool(render=_render_checkpoints, evidence=checkpoint_evidence, step=_step_checkpoints,
-      reads={"root": "checkpoints", "config": "config"})
+      reads={"root": "checkpoints", "config": "config"}, use="for run and checkpoint folders (what to resume from)")
 def list_checkpoints(
     ctx: ToolContext,
     root: Annotated[str, Field(description="A fileroot or its checkpoints/ folder, a slime --save folder, or HF save folders.")],

@@ -107,7 +107,8 @@ def _settings(framework: str, config: Any) -> dict[str, tuple[Any, int | None]]:
     return out
 
 
-@tool(render=_render, evidence=_evidence, step=_step, cache_paths="configs", reads={"configs": ("config", "script")})
+@tool(render=_render, evidence=_evidence, step=_step, cache_paths="configs", reads={"configs": ("config", "script")},
+      use="for two configs, one that worked and one that failed")
 def compare_configs(
     ctx: ToolContext,
     configs: Annotated[list[str], Field(min_length=2, max_length=2, description=(

@@ -57,7 +57,7 @@ def _step_config(data: Any) -> str:
     return f"{len(changes)} change(s), {len(problems)} problem(s)" if changes is not None else f"{len(problems)} problem(s)"
 
 
-@tool(render=_render_lint, evidence=lint_evidence, step=_step_config)
+@tool(render=_render_lint, evidence=lint_evidence, step=_step_config, use="to check a config without logs")
 def lint_config(ctx: ToolContext,
                 config: Annotated[str, Field(description="An AReaL YAML config, or a slime launch script / argument file.")],
                 snapshot: Snapshot = None, spot: Spot = False) -> Any:
@@ -106,7 +106,8 @@ def fix_evidence(result: Any) -> Evidence:
 
 
 @tool(render=_render_fix, evidence=fix_evidence, step=_step_config,
-      reads={"config": ("config", "script"), "logs": "log", "snapshot": "snapshot"})
+      reads={"config": ("config", "script"), "logs": "log", "snapshot": "snapshot"},
+      use="for configs and launch scripts (the corrected config, with the logs when there are some)")
 def fix_config(
     ctx: ToolContext,
     config: Annotated[str, Field(description="An AReaL YAML config, or a slime launch script / argument file.")],

@@ -72,7 +72,8 @@ def _step_gpu(data: Any) -> str:
     return f"{len(data.get('gpus') or [])} GPU(s), {len(data.get('advice') or [])} advice" if isinstance(data, dict) else ""
 
 
-@tool(render=_render_gpu, evidence=gpu_evidence, step=_step_gpu, reads={"snapshot": "snapshot"})
+@tool(render=_render_gpu, evidence=gpu_evidence, step=_step_gpu, reads={"snapshot": "snapshot"},
+      use="for GPU snapshots or this machine's GPUs")
 def gpu_status(ctx: ToolContext,
                snapshot: Annotated[str | None, Field(description="A GPU snapshot JSON saved with `rlmedic gpu --save`; "
                                                      "omit to read the live GPUs through NVML.")] = None) -> GpuReport:

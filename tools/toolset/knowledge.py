@@ -33,7 +33,8 @@ def _step_search(data: Any) -> str:
     return f"{len(hits)} result(s)" if isinstance(hits, list) else ""
 
 
-@tool(render=_render_search, evidence=search_evidence, step=_step_search)
+@tool(render=_render_search, evidence=search_evidence, step=_step_search,
+      use="for the documentation, playbook cards and known upstream issues")
 def search_docs(
     ctx: ToolContext,
     query: Annotated[str, Field(min_length=1, description="Words, a config key or flag, or an error string.")],

@@ -114,7 +114,7 @@ def _step_diagnosis(data: Any) -> str:
 
 
 @tool(render=_render_diagnosis, cache_paths="paths", evidence=diagnosis_evidence, step=_step_diagnosis,
-      reads={"paths": "log"})
+      reads={"paths": "log"}, use="for logs (the root cause, with file:line)")
 def diagnose(ctx: ToolContext, paths: Paths,
              zero_reward_steps: Annotated[int | None, Field(ge=1, le=100_000, description=(
                  "Steps in a row with zero reward that make the zero-reward streak (default: 10)."))] = None) -> Any:
@@ -145,7 +145,7 @@ def _add_upstream(d: Any, ctx: ToolContext) -> None:
         d.stats["upstream_fixes"] = [f.to_dict() for f in fixes]
 
 
-@tool
+@tool(use="for the log lines around the error, after `diagnose`")
 def excerpt(ctx: ToolContext, paths: Paths,
             max_lines: Annotated[int, Field(ge=10, le=1000, description="Line budget of the excerpt.")] = 120) -> str:
     """The most relevant lines of training logs: around the root error, repeats collapsed, redacted.

@@ -42,7 +42,8 @@ def _step_env(data: Any) -> str:
     return f"{len(data.get('versions') or {})} package version(s) ({data.get('kind')})" if isinstance(data, dict) else ""
 
 
-@tool(render=_render_env, cache_paths="path", evidence=env_evidence, step=_step_env, reads={"path": "env"})
+@tool(render=_render_env, cache_paths="path", evidence=env_evidence, step=_step_env, reads={"path": "env"},
+      use="for a pip/conda listing of the training environment (its versions)")
 def read_env(ctx: ToolContext,
              path: Annotated[str, Field(min_length=1, description="A pip freeze, pip list (text or JSON), conda list "
                                                                   "or `rlmedic env --json` file.")]) -> EnvListing:
@@ -85,7 +86,8 @@ def upstream_evidence(result: Any) -> Evidence:
                     citations=[f.citation for f in fixes[:3]], checked=getattr(result, "checked", ""))
 
 
-@tool(render=_render_upstream, evidence=upstream_evidence)
+@tool(render=_render_upstream, evidence=upstream_evidence,
+      use="for a traceback that may be an upstream bug fixed in the framework's git history")
 def upstream_fixes(
     ctx: ToolContext,
     traceback: Annotated[str, Field(min_length=1, description="The traceback as printed: its File lines and the final exception line.")],
@@ -116,7 +118,7 @@ def code_evidence(quotes: Any) -> Evidence:
                     checked=f"{len(facts)} failing function(s) quoted from the source" if facts else "")
 
 
-@tool(render=_render_code, evidence=code_evidence)
+@tool(render=_render_code, evidence=code_evidence, use="to quote the failing functions of a traceback from the user's source")
 def quote_code(
     ctx: ToolContext,
     source: Annotated[str, Field(min_length=1, description="The framework's source: a clone, or the training "
