@@ -80,6 +80,8 @@ def test_wandb_fast_parts_read_as_wandbs_protobuf_parse(wandb_runs: list[Path], 
             "np.unique": {"UNIQUE_PREFIX": 10 ** 12},
             "key lookup": {"UNIQUE_PREFIX": 500},  # every key in the first 500 items: the others looked up
             "late keys": {"UNIQUE_PREFIX": 7},  # keys first seen past the prefix: np.unique after all
+            "small batches": {"BULK_RECORDS": 7},  # keys looked up among those earlier batches told apart
+            "small batches, one mix": {"BULK_RECORDS": 7, "_MIX": 0},  # ... where every key has the same number
         }
         for name, patches in variants.items():
             with monkeypatch.context() as m:

@@ -421,8 +421,9 @@ def _items_starts(a: Any, starts: Any, hist: list[Any]) -> Any:
     return first
 
 
-#: History records read at once by :func:`_history_bulk` (its arrays stay ~100 MB for any log length)
-BULK_RECORDS = 16_384
+#: History records read at once by :func:`_history_bulk`: ~4 MB joined, ~100,000 items, so its arrays stay
+#: in the caches (batches of 16,384 records read the benchmark's log ~20% slower); keys carry over (:class:`_Keys`)
+BULK_RECORDS = 2048
 
 
 def _history_bulk(hist: list[Any], keep: Callable[[str], bool] | None
@@ -434,8 +435,9 @@ def _history_bulk(hist: list[Any], keep: Callable[[str], bool] | None
     walls: list[float] = []
     every: set[str] = set()
     misfits: list[bytes] = []
+    known = _Keys()
     for i in range(0, len(hist), BULK_RECORDS):
-        out, w, e, m = _history_batch(hist[i:i + BULK_RECORDS], keep)
+        out, w, e, m = _history_batch(hist[i:i + BULK_RECORDS], keep, known)
         for key, part in out.items():
             pieces.setdefault(key, []).append(part)
         walls += w
@@ -446,7 +448,49 @@ def _history_bulk(hist: list[Any], keep: Callable[[str], bool] | None
              for k, parts in pieces.items()}, walls, every, misfits)
 
 
-def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
+class _Keys:
+    """The keys earlier batches told apart, carried to the next: each length's keys' mixed numbers (sorted)
+    and words, so a batch looks its items' keys up among them and compares their words with a small
+    table's (:func:`_unique` and the bytes of a key only for the items that are not found)."""
+
+    def __init__(self) -> None:
+        self.names: list[bytes] = []
+        self.index: dict[bytes, int] = {}
+        #: key length -> (sorted mixed numbers, their keys' numbers, their words: keys x words)
+        self.by_len: dict[int, tuple[Any, Any, Any]] = {}
+        self._rows: dict[int, list[tuple[int, int, tuple[int, ...]]]] = {}
+
+    def lookup(self, k: int, mix: Any, words: list[Any]) -> Any:
+        """Each item's key number, -1 where its key is not (yet) known."""
+        import numpy as np
+
+        table = self.by_len.get(k)
+        if table is None:
+            return np.full(len(mix), -1, dtype=np.int64)
+        u, uid, table_words = table
+        j = np.minimum(np.searchsorted(u, mix), len(u) - 1)
+        hit = u[j] == mix
+        for o, w in enumerate(words):
+            hit &= w == table_words[j, o]
+        return np.where(hit, uid[j], -1)
+
+    def add(self, k: int, name: bytes, mix: int, words: tuple[int, ...]) -> int:
+        """A key's number (a new one where it is new), the table of its length rebuilt when it is."""
+        import numpy as np
+
+        if name in self.index:
+            return self.index[name]
+        i = self.index[name] = len(self.names)
+        self.names.append(name)
+        rows = self._rows.setdefault(k, [])
+        rows.append((mix, i, words))
+        rows.sort(key=lambda r: r[0])
+        self.by_len[k] = (np.array([r[0] for r in rows], dtype=np.uint64), np.array([r[1] for r in rows], dtype=np.int64),
+                          np.array([r[2] for r in rows], dtype=np.uint64).reshape(len(rows), len(words)))
+        return i
+
+
+def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _Keys | None = None
                    ) -> tuple[dict[str, tuple[Any, Any]], list[float], set[str], list[bytes]]:
     """All short-form history records at once, with numpy over their joined bytes: ``(key -> (steps,
     values) for the keys ``keep`` accepts, wall times, every key, the records that did not fit)``.
@@ -476,7 +520,8 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     p = p[padded[p + 1] == 0x01]
     bad = np.zeros(n, dtype=bool)
     bad[first < 0] = True
-    rec = np.searchsorted(starts, p, side="right") - 1
+    # each tag's record: the tags are in order, so each record's count of them repeats its number
+    rec = np.repeat(np.arange(n, dtype=np.int64), np.diff(np.searchsorted(p, starts)))
     vlen = padded[p + 2].astype(np.int64)
     end = p + 3 + vlen
     item = np.empty_like(p)
@@ -504,8 +549,8 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     def words_at(pos: Any) -> Any:
         return word8[pos]
 
+    known = _Keys() if known is None else known
     ids = np.zeros(len(p), dtype=np.int64)
-    names: list[bytes] = []
     for k in np.unique(klen).tolist():
         sel = np.flatnonzero(klen == k)
         start = p[sel] - k
@@ -517,13 +562,20 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
         with np.errstate(over="ignore"):
             for w in words:
                 mix = (mix ^ w) * np.uint64(_MIX)
-        first_i, inv = _unique(mix)
-        if not all((w == w[first_i][inv]).all() for w in words):  # two keys mixed to one number
-            stacked = np.stack(words, axis=1)
-            _u, first_i, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-            inv = inv.reshape(-1)
-        ids[sel] = inv + len(names)
-        names += [a[int(x) - k:int(x)].tobytes() for x in p[sel][first_i]]
+        found = known.lookup(k, mix, words)
+        rest = np.flatnonzero(found < 0)
+        if len(rest):  # keys not seen in an earlier batch (or mixed to a known key's number)
+            words_r = [w[rest] for w in words]
+            first_i, inv = _unique(mix[rest])
+            if not all((w == w[first_i][inv]).all() for w in words_r):  # two keys mixed to one number
+                stacked = np.stack(words_r, axis=1)
+                _u, first_i, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+                inv = inv.reshape(-1)
+            new = np.array([known.add(k, a[x - k:x].tobytes(), int(mix[rest[f]]), tuple(int(w[f]) for w in words_r))
+                            for f, x in zip(first_i.tolist(), p[sel][rest][first_i].tolist())], dtype=np.int64)
+            found[rest] = new[inv]
+        ids[sel] = found
+    names = known.names
     every = {nm.decode("utf-8", "replace") for nm in names if not nm.startswith(b"_")}
     step_id = names.index(_STEP) if _STEP in names else -1
     # each record's step: its _step item (a record without one goes to the protobuf parse)
@@ -541,9 +593,11 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     t_ids, t_steps = ids[take], steps[rec[take]]
     out: dict[str, tuple[Any, Any]] = {}
     walls: list[float] = []
-    for i in wanted:
-        m = t_ids == i
-        if not m.any():
+    by_key = np.argsort(t_ids, kind="stable")  # each key's items together, in their records' order
+    bounds = np.searchsorted(t_ids[by_key], np.arange(len(names) + 1))
+    for i in sorted(wanted):
+        m = by_key[bounds[i]:bounds[i + 1]]
+        if not len(m):
             continue
         if names[i] == _WALL:
             walls = values[m].tolist()
@@ -552,8 +606,9 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None
     return out, walls, every, [buf[starts[i]:starts[i + 1]] for i in np.flatnonzero(bad).tolist()]
 
 
-#: Leading items whose distinct key numbers :func:`_unique` looks up every other item's in
-UNIQUE_PREFIX = 1 << 16
+#: Leading items whose distinct key numbers :func:`_unique` looks up every other item's in (a batch's
+#: keys of one length are some tens of thousands of items)
+UNIQUE_PREFIX = 1 << 12
 
 
 def _unique(mix: Any) -> tuple[Any, Any]:
@@ -582,10 +637,12 @@ def _parse(a: Any, p: Any, vlen: Any) -> Any:
 
     if not len(p):
         return np.zeros(0)
-    width = int(vlen.max())
+    width = (int(vlen.max()) + 7) // 8 * 8
     cols = np.arange(width)
-    block = a[(p + 3)[:, None] + cols]
-    block[cols >= vlen[:, None]] = 0x20
+    # each value as whole 8-byte words (a value is under 128 bytes, the pad 136), its tail blanked
+    word8 = np.ndarray(shape=(len(a) - 7,), dtype="<u8", buffer=a, strides=(1,))
+    block = word8[(p + 3)[:, None] + np.arange(0, width, 8)].view(np.uint8).reshape(len(p), width)
+    np.putmask(block, cols >= vlen[:, None], np.uint8(0x20))
     fast = _json_array(block)
     if fast is not None:
         return fast
