@@ -27,6 +27,8 @@ from typing import Any
 SCAN_BYTES = 1 << 21
 #: A value longer than this sends its column to a slice-per-row read (a padded one would waste memory)
 MAX_TOKEN = 64
+#: Rows whose separators are compared in one gather
+ROWS_AT_ONCE = 1024
 _TOKEN = re.compile(rb'\s*"([^"\\]*)"\s*:\s*')
 
 
@@ -138,11 +140,12 @@ class Scan:
                 offs.append(o)
                 want.append(int.from_bytes(text[o:o + 8], "little"))
         if cols:
-            at = pos[:, cols] + np.asarray(offs, dtype=np.int64)
-            if int(at.max()) >= len(self.words) or int(at.min()) < 0:
+            offs_a, want_a = np.asarray(offs, dtype=np.int64), np.asarray(want, dtype=np.uint64)
+            if int(pos.max()) + max(offs) >= len(self.words) or int(pos.min()) < 0:
                 return False
-            if not (self.words[at] == np.asarray(want, dtype=np.uint64)).all():
-                return False
+            for r in range(0, len(pos), ROWS_AT_ONCE):  # a few thousand rows at a time: the offsets stay in cache
+                if not (self.words[pos[r:r + ROWS_AT_ONCE, cols] + offs_a] == want_a).all():
+                    return False
         return all(self.matches(pos[:, j], texts[j]).all() for j in short)
 
 
