@@ -132,6 +132,17 @@ class Confinement:
     #: what :func:`write_new_text` refuses to replace.
     read_ids: set[tuple[int, int]] = field(default_factory=set, repr=False, compare=False)
     read_paths: set[Path] = field(default_factory=set, repr=False, compare=False)
+    #: resolved folder -> the name its files are shown under, for a folder a front door made itself (a Ray
+    #: job's logs synced into a temporary folder show as ``ray/...``, not as a path gone after the command)
+    names: dict[Path, str] = field(default_factory=dict, compare=False)
+
+    def shown(self, given: str | os.PathLike[str]) -> str:
+        """How a path the caller gave is shown in findings: its name in :attr:`names`, else as given."""
+        if self.names:
+            name = self.names.get(_resolve(given))
+            if name is not None:
+                return name
+        return str(given)
 
     @classmethod
     def for_paths(cls, paths: Iterable[str | os.PathLike[str]], max_bytes: int = DEFAULT_MAX_BYTES) -> Confinement:

@@ -93,7 +93,28 @@ def test_the_folder_diagnoses_to_the_second_nodes_oom_with_the_peer_as_its_casca
     assert f"node-127.0.0.1-{NODE2}__TrainWorker-pid{TRAIN['pid']}__" in root.file and root.file.endswith(f"-{TRAIN['pid']}.err")
     cascades = [f for f in d.findings if f.root == d.root and f is not root]
     assert any(f.id == "ray-actor-died" for f in cascades)
-    assert f"RolloutPeer-pid{PEER['pid']}" in root.summary  # the peer on the head, named in the cascade
+    # the peer on the head, named in the cascade by its process, not by its 120-character file name
+    assert f"RolloutPeer pid {PEER['pid']} on 127.0.0.1" in root.summary and "__" not in root.summary
+
+
+def test_the_cli_shows_the_synced_files_under_ray_and_its_json_says_what_was_read() -> None:
+    """The temporary folder is gone after the command: findings name ``ray/<file>``, and ``--json`` carries
+    the sync summary (nodes, job, files) that stderr printed."""
+    import json
+
+    with FakeDashboard(recorded()) as url:
+        text = subprocess.run([sys.executable, "-m", "rlmedic", "diagnose", "--ray-address", url],
+                              capture_output=True, text=True, timeout=120)
+        as_json = subprocess.run([sys.executable, "-m", "rlmedic", "diagnose", "--json", "--ray-address", url],
+                                 capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0 and as_json.returncode == 0, text.stderr + as_json.stderr
+    assert f"  at ray/node-127.0.0.1-{NODE2}__TrainWorker-pid{TRAIN['pid']}__" in text.stdout
+    assert "rlmedic-ray-" not in text.stdout + as_json.stdout
+    d = json.loads(as_json.stdout)
+    assert d["findings"][d["root"]]["file"].startswith("ray/node-")
+    cluster = d["cluster"]
+    assert cluster["job"]["submission_id"] == SID and len(cluster["nodes"]) == 2 and "folder" not in cluster
+    assert any(f["local"].endswith(f"-{TRAIN['pid']}.err") for f in cluster["files"])
 
 
 def test_echoes_of_a_worker_whose_file_is_gone_stay_in_the_drivers_copy(tmp_path: Path) -> None:

@@ -155,14 +155,17 @@ def split_streams(paths: list[Path]) -> tuple[list[str], list[Source]]:
     return files, streams
 
 
-def _run(tool: str, paths: list[Path], **arguments: Any) -> Any:
+def _run(tool: str, paths: list[Path], *, shown: dict[Path, str] | None = None, **arguments: Any) -> Any:
     """Run the registry tool on the paths; stdin and pipes among them travel as streams the
-    front door vouches for (``ToolContext.streams``), so they pass the same single redaction."""
+    front door vouches for (``ToolContext.streams``), so they pass the same single redaction.
+    ``shown`` names folders this command made (``Confinement.names``)."""
     from rlmedic.ui.clikit import run_tool, tool_context
 
     files, streams = split_streams(paths)
     ctx = tool_context(files)
     ctx.streams = {src.name: src for src in streams}
+    for folder, name in (shown or {}).items():
+        ctx.confinement.names[folder.resolve()] = name
     return run_tool(tool, {"paths": [*files, *ctx.streams], **arguments}, roots=files, ctx=ctx)
 
 
@@ -191,22 +194,29 @@ def register(app: typer.Typer) -> None:
 
         env = env_versions(env_file)
         paths = list(paths or [])
+        shown: dict[Path, str] = {}
+        synced = None
         check_options(ray_address, job, since)
         if ray_address is not None:  # the job's logs on every node, as one more folder to diagnose
-            from rlmedic.tools.cluster.frontdoor import cli_folder  # lazy: the HTTP client costs ~0.2 s to import
+            from rlmedic.tools.cluster.frontdoor import cli_sync  # lazy: the HTTP client costs ~0.2 s to import
 
-            paths.append(cli_folder(ray_address, job=job, since_minutes=since))
+            synced = cli_sync(ray_address, job=job, since_minutes=since)
+            paths.append(synced.folder)
+            shown = {synced.folder: "ray"}  # its files show as ray/node-<ip>-<id>__<actor>... (the folder goes at exit)
         elif not paths:
             raise UserError("give a log PATH (or - for stdin) or --ray-address ADDR")
         if all_runs:
             from rlmedic.tools.runs.locate import every_run
 
             paths = [run for p in paths for run in every_run(p)]
-        diagnosis = _run("diagnose", paths)
+        diagnosis = _run("diagnose", paths, shown=shown)
         upstream = upstream_for_diagnosis(diagnosis, env)
         code = code_for_diagnosis(diagnosis, source)
         if as_json:
-            print_json(diagnosis.to_dict())
+            data = diagnosis.to_dict()
+            if synced is not None:  # what was read from the cluster (the folder itself is gone after the command)
+                data["cluster"] = {k: v for k, v in synced.to_dict().items() if k != "folder"}
+            print_json(data)
         else:
             typer.echo(render(diagnosis, verbose=verbose))
             if upstream:

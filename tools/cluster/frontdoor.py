@@ -57,13 +57,20 @@ def session_folder(session: object) -> Path | None:
     return Path(session.files_dir()) / time.strftime("ray-%Y%m%d-%H%M%S")  # type: ignore[attr-defined]
 
 
-def cli_folder(address: str, *, job: str | None = None, since_minutes: float | None = None,
-               into: str | os.PathLike[str] | None = None) -> Path:
-    """For a CLI command: the synced folder, removed when the process exits (unless ``into`` keeps it)."""
+def cli_sync(address: str, *, job: str | None = None, since_minutes: float | None = None,
+             into: str | os.PathLike[str] | None = None) -> SyncResult:
+    """For a CLI command: what was synced (``.folder``: the folder, removed when the process exits unless
+    ``into`` keeps it)."""
     manager = cluster_folder(address, job=job, since_minutes=since_minutes, into=into)
     result = manager.__enter__()
     atexit.register(manager.__exit__, None, None, None)
-    return result.folder
+    return result
+
+
+def cli_folder(address: str, *, job: str | None = None, since_minutes: float | None = None,
+               into: str | os.PathLike[str] | None = None) -> Path:
+    """:func:`cli_sync`'s folder."""
+    return cli_sync(address, job=job, since_minutes=since_minutes, into=into).folder
 
 
 @contextmanager

@@ -61,6 +61,29 @@ class Plan:
     skipped: list[dict[str, str]] = field(default_factory=list)
 
 
+_LOCAL = re.compile(r"^node-(?P<ip>[A-Za-z0-9_.-]+?)-[0-9a-f]{1,8}__(?:(?P<who>[A-Za-z0-9_.-]+?)-pid(?P<pid>\d+)__\S+"
+                    r"|job-driver-(?P<sid>\S+?)\.(?:log|out|err))$")
+
+
+def describe_local(name: str) -> str | None:
+    """Who wrote a file of the local folder, from its name (:attr:`PlannedFile.local`, or Ray's own record
+    file): "TrainWorker pid 4567 on 10.0.0.5", "the driver of raysubmit_... on 10.0.0.4", "Ray's own
+    records"; None for a name the mirror did not make. Answers name processes with it, not 120-character
+    file names."""
+    from rlmedic.tools.cluster.state import STATE_FILE
+
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    if base == STATE_FILE:
+        return "Ray's own records"
+    m = _LOCAL.match(base)
+    if not m:
+        return None
+    if m.group("sid"):
+        return f"the driver of {m.group('sid')} on {m.group('ip')}"
+    who = m.group("who")
+    return f"{'a worker' if who == 'worker' else who} pid {m.group('pid')} on {m.group('ip')}"
+
+
 def nodes_from(rows: list[dict[str, Any]]) -> list[NodeInfo]:
     out = [NodeInfo(str(r.get("node_id") or ""), str(r.get("node_ip") or "?"), bool(r.get("is_head_node")),
                     str(r.get("state") or "")) for r in rows if r.get("node_id")]

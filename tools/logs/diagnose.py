@@ -235,6 +235,14 @@ def _card_fixes(card: Any, framework: str) -> list[Fix]:
     return _for_framework(list(card.fixes), framework)
 
 
+def _who_wrote(name: str) -> str:
+    """A file as a sentence names it: the process a Ray job's synced file belongs to ("TrainWorker pid 4567
+    on 10.0.0.5"), else the file's own name without its folders."""
+    from rlmedic.tools.cluster.plan import describe_local
+
+    return describe_local(name) or os.path.basename(name) or name
+
+
 def _fmt_number(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
@@ -923,7 +931,10 @@ class _Builder:
         notes = []
         for d, ln in sorted(explained, key=lambda x: x[0].when):
             ranks = ln.effect.ranks or {int(m.group(1)) for f in ln.effect.files if (m := _FILE_RANK.search(os.path.basename(f)))}
-            names = sorted(ln.effect.files - ln.cause.files) or sorted(ln.effect.processes - ln.cause.processes) or sorted(ln.effect.files)
+            files = ln.effect.files - ln.cause.files
+            names = ([_who_wrote(f) for f in sorted(files)] or sorted(ln.effect.processes - ln.cause.processes)
+                     or [_who_wrote(f) for f in sorted(ln.effect.files)])
+            names = list(dict.fromkeys(names))
             where = f"rank{'s' if len(ranks) > 1 else ''} {_ranges(sorted(ranks))}" if ranks else (
                 ", ".join(names[:4]) + (", ..." if len(names) > 4 else ""))
             after = describe_after(ln.after_s)

@@ -639,15 +639,16 @@ def expand_paths(
     seen: set[Path] = set()
     for given in paths:
         resolved = confinement.existing(given)
+        shown = confinement.shown(given)
         if resolved.is_file():
             if resolved not in seen:  # the same file named twice (or also inside a named folder) counts once
                 seen.add(resolved)
-                sources.append(Source(name=str(given), path=resolved))
+                sources.append(Source(name=shown, path=resolved))
             continue
         if not resolved.is_dir():
             raise UserError(f"{given}: not a regular file or directory")
         def unlistable(exc: OSError, given: str | os.PathLike[str] = given, resolved: Path = resolved) -> None:
-            where = os.path.join(str(given), os.path.relpath(exc.filename or resolved, resolved))
+            where = os.path.join(confinement.shown(given), os.path.relpath(exc.filename or resolved, resolved))
             skipped.append({"file": where, "reason": f"cannot list ({exc.strerror or exc})"})
 
         for root, dirs, files in walk_tree(resolved, onerror=unlistable):  # not os.walk: it recursed
@@ -656,7 +657,7 @@ def expand_paths(
                 if fname.startswith("."):
                     continue
                 full = Path(root) / fname
-                display = os.path.join(str(given), os.path.relpath(full, resolved))
+                display = os.path.join(shown, os.path.relpath(full, resolved))
                 suffix = full.suffix.lower()
                 if suffix and suffix not in LOG_SUFFIXES and not re.search(r"\.(?:log|out|err)\.\d+$", fname):
                     skipped.append({"file": display, "reason": "not a log file name"})
