@@ -60,6 +60,8 @@ NOT_FROM_SEEDS = {
     "response-length-cap",
     # host memory that grows until the node runs out (Ray's and Python's memory docs)
     "host-memory-growth",
+    # a node Ray declared dead (Ray's node fault-tolerance docs and health-check settings)
+    "ray-node-lost",
 }
 
 GOOD_CARD = """\

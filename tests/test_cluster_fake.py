@@ -159,11 +159,43 @@ def test_an_oom_kill_ray_recorded_is_evidence_and_a_dead_node_is_named(tmp_path:
     with FakeDashboard(state) as url:
         result = collect(url, folder=tmp_path)
     text = (tmp_path / STATE_FILE).read_text()
-    assert "node 10.0.0.9 (dead0000) is DEAD: Health check failed due to missing heartbeats." in text
+    # the node died before the job started: named among what could not be read, not as this job's failure
+    assert "10.0.0.9" not in text
     assert any(s["file"] == "node-10.0.0.9-dead0000" and "went with it" in s["reason"] for s in result.skipped)
     d = _diagnose(tmp_path)
     assert d.root_finding is not None and d.root_finding.id == "ray-host-oom"
     assert d.root_finding.file.endswith(STATE_FILE)
+
+
+def test_a_node_lost_during_the_job_is_the_root_and_its_actors_deaths_follow_from_it(tmp_path: Path) -> None:
+    """The second node stops answering (preempted): its trainer's log just ends, Ray records the node dead
+    and the actor dead with it; the node's loss is the root, the deaths under it."""
+    state = recorded()
+    nid = next(n["node_id"] for n in state.nodes if n["node_id"].startswith(NODE2))
+    for name in list(state.files[nid]):
+        if name.endswith((f"-{TRAIN['pid']}.err", f"-{TRAIN['pid']}.out")):
+            state.files[nid][name] = b"20261129-00:08:16.867 TrainWorker INFO: train step 1\n"
+    for files in state.files.values():
+        for name in list(files):
+            if name.startswith("job-driver-"):
+                files[name] = b"2026-11-29 00:08:06,430\tINFO job_manager.py:581 -- Runtime env is setting up.\n"
+    train_end = next(w["end_time_ms"] for w in state.workers if w["pid"] == TRAIN["pid"])
+    for n in state.nodes:
+        if n["node_id"] == nid:
+            n.update(state="DEAD", state_message="Health check failed due to missing heartbeats.",
+                     end_time_ms=train_end - 500)
+    for a in state.actors:
+        if a["class_name"] == "TrainWorker":
+            a["death_cause"]["actor_died_error_context"]["error_message"] = (
+                "The actor is dead because its node has died. Node Id: " + nid)
+    with FakeDashboard(state) as url:
+        collect(url, folder=tmp_path)
+    text = (tmp_path / STATE_FILE).read_text()
+    assert f"node 127.0.0.1 ({NODE2}) is DEAD: Health check failed due to missing heartbeats." in text
+    d = _diagnose(tmp_path)
+    root = d.root_finding
+    assert root is not None and root.id == "ray-node-died" and root.card == "ray-node-lost", [f.id for f in d.findings]
+    assert any(f.id == "ray-actor-died" and f.root == d.root for f in d.findings)
 
 
 def test_each_file_keeps_its_end_within_the_per_file_cap_and_the_total_cap_skips_the_rest(tmp_path: Path) -> None:

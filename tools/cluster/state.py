@@ -89,10 +89,13 @@ def state_lines(plan: Plan, *, actors: list[dict[str, Any]], workers: list[dict[
         end = int(w.get("end_time_ms") or 0)
         rows.append((end, f"{_stamp(end)}ERROR ray.state: worker pid {key[1]} on {where(key[0])} exited "
                           f"({w.get('exit_type')}): {_one_line(w.get('exit_detail'))}"))
+    started = int((plan.job or {}).get("start_time") or 0)
     for n in nodes_rows:
         if str(n.get("state")) != "DEAD":
             continue
         end = int(n.get("end_time_ms") or 0)
+        if started and end and end < started:
+            continue  # gone before the job started: not this job's failure (the sync lists it as skipped)
         rows.append((end, f"{_stamp(end)}ERROR ray.state: {where(str(n.get('node_id') or ''))} is DEAD: "
                           f"{_one_line(n.get('state_message')) or 'no reason recorded'}"))
     rows.sort(key=lambda r: r[0])
