@@ -449,45 +449,71 @@ def _history_bulk(hist: list[Any], keep: Callable[[str], bool] | None
 
 
 class _Keys:
-    """The keys earlier batches told apart, carried to the next: each length's keys' mixed numbers (sorted)
-    and words, so a batch looks its items' keys up among them and compares their words with a small
-    table's (:func:`_unique` and the bytes of a key only for the items that are not found)."""
+    """The keys earlier batches told apart, carried to the next, so a batch finds most of its items' keys
+    in one pass over them (:meth:`find`) and tells apart (``np.unique``) only the items it does not find.
+
+    A key is looked up by its length and its last 8 bytes (one word read where it ends), mixed into one
+    number, then checked against the found key's other words: exact, whatever the mix."""
 
     def __init__(self) -> None:
         self.names: list[bytes] = []
         self.index: dict[bytes, int] = {}
-        #: key length -> (sorted mixed numbers, their keys' numbers, their words: keys x words)
-        self.by_len: dict[int, tuple[Any, Any, Any]] = {}
-        self._rows: dict[int, list[tuple[int, int, tuple[int, ...]]]] = {}
+        self._fp: list[int] = []
+        self._len: list[int] = []
+        self._heads: list[tuple[int, ...]] = []
+        self._table: tuple[Any, ...] | None = None
 
-    def lookup(self, k: int, mix: Any, words: list[Any]) -> Any:
-        """Each item's key number, -1 where its key is not (yet) known."""
+    @staticmethod
+    def _mixed(last: Any, klen: Any) -> Any:
         import numpy as np
 
-        table = self.by_len.get(k)
-        if table is None:
-            return np.full(len(mix), -1, dtype=np.int64)
-        u, uid, table_words = table
-        j = np.minimum(np.searchsorted(u, mix), len(u) - 1)
-        hit = u[j] == mix
-        for o, w in enumerate(words):
-            hit &= w == table_words[j, o]
-        return np.where(hit, uid[j], -1)
+        with np.errstate(over="ignore"):
+            return (last ^ klen.astype(np.uint64)) * np.uint64(_MIX)
 
-    def add(self, k: int, name: bytes, mix: int, words: tuple[int, ...]) -> int:
-        """A key's number (a new one where it is new), the table of its length rebuilt when it is."""
+    def add(self, name: bytes) -> int:
+        """A key's number (a new one where it is new)."""
         import numpy as np
 
         if name in self.index:
             return self.index[name]
         i = self.index[name] = len(self.names)
         self.names.append(name)
-        rows = self._rows.setdefault(k, [])
-        rows.append((mix, i, words))
-        rows.sort(key=lambda r: r[0])
-        self.by_len[k] = (np.array([r[0] for r in rows], dtype=np.uint64), np.array([r[1] for r in rows], dtype=np.int64),
-                          np.array([r[2] for r in rows], dtype=np.uint64).reshape(len(rows), len(words)))
+        k = len(name)
+        last = np.array([int.from_bytes(name[-8:], "little")], dtype=np.uint64)
+        self._fp.append(int(self._mixed(last, np.array([k]))[0]))
+        self._len.append(k)
+        self._heads.append(tuple(int.from_bytes(name[o:o + 8], "little") for o in range(0, (k + 7) // 8 * 8 - 8, 8)))
+        self._table = None
         return i
+
+    def find(self, word8: Any, p: Any, klen: Any) -> Any:
+        """The number of the key ending at each ``p`` (``klen`` bytes long), -1 where it is not known."""
+        import numpy as np
+
+        if not self.names or not len(p):
+            return np.full(len(p), -1, dtype=np.int64)
+        if self._table is None:
+            order = np.argsort(np.asarray(self._fp, dtype=np.uint64), kind="stable")
+            width = max(map(len, self._heads))
+            heads = np.zeros((len(self.names), max(width, 1)), dtype=np.uint64)
+            for i, h in enumerate(self._heads):
+                heads[i, :len(h)] = h
+            self._table = (np.asarray(self._fp, dtype=np.uint64)[order], order.astype(np.int64),
+                           np.asarray(self._len, dtype=np.int64), np.asarray([len(h) for h in self._heads]), heads, width)
+        u, uid, lens, nheads, heads, width = self._table
+        # the key's last 8 bytes (a shorter key's own bytes: the word's top ones)
+        last = word8[p - 8] >> ((8 - np.minimum(klen, 8)) * 8).astype(np.uint64)
+        fp = self._mixed(last, klen)
+        j = np.minimum(np.searchsorted(u, fp), len(u) - 1)
+        cand = uid[j]
+        hit = (u[j] == fp) & (lens[cand] == klen)
+        for m in range(width):  # the words before the last one, from the key's start
+            need = hit & (nheads[cand] > m)
+            if not need.any():
+                break
+            w = word8[np.where(need, p - klen + 8 * m, p)]
+            hit &= ~need | (w == heads[cand, m])
+        return np.where(hit, cand, -1)
 
 
 def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _Keys | None = None
@@ -550,9 +576,10 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
         return word8[pos]
 
     known = _Keys() if known is None else known
-    ids = np.zeros(len(p), dtype=np.int64)
-    for k in np.unique(klen).tolist():
-        sel = np.flatnonzero(klen == k)
+    ids = known.find(word8, p, klen)
+    unknown = np.flatnonzero(ids < 0)
+    for k in np.unique(klen[unknown]).tolist():  # keys no earlier batch told apart (or mixed like a known one)
+        sel = unknown[klen[unknown] == k]
         start = p[sel] - k
         offs = sorted({*range(0, max(k - 8, 0) + 1, 8), max(k - 8, 0)})
         words = [words_at(start + o) for o in offs]
@@ -562,19 +589,13 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
         with np.errstate(over="ignore"):
             for w in words:
                 mix = (mix ^ w) * np.uint64(_MIX)
-        found = known.lookup(k, mix, words)
-        rest = np.flatnonzero(found < 0)
-        if len(rest):  # keys not seen in an earlier batch (or mixed to a known key's number)
-            words_r = [w[rest] for w in words]
-            first_i, inv = _unique(mix[rest])
-            if not all((w == w[first_i][inv]).all() for w in words_r):  # two keys mixed to one number
-                stacked = np.stack(words_r, axis=1)
-                _u, first_i, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-                inv = inv.reshape(-1)
-            new = np.array([known.add(k, a[x - k:x].tobytes(), int(mix[rest[f]]), tuple(int(w[f]) for w in words_r))
-                            for f, x in zip(first_i.tolist(), p[sel][rest][first_i].tolist())], dtype=np.int64)
-            found[rest] = new[inv]
-        ids[sel] = found
+        first_i, inv = _unique(mix)
+        if not all((w == w[first_i][inv]).all() for w in words):  # two keys mixed to one number
+            stacked = np.stack(words, axis=1)
+            _u, first_i, inv = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+            inv = inv.reshape(-1)
+        new = np.array([known.add(a[x - k:x].tobytes()) for x in p[sel][first_i].tolist()], dtype=np.int64)
+        ids[sel] = new[inv]
     names = known.names
     every = {nm.decode("utf-8", "replace") for nm in names if not nm.startswith(b"_")}
     step_id = names.index(_STEP) if _STEP in names else -1
