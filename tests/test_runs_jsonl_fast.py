@@ -154,6 +154,10 @@ def _variants() -> dict[str, list[str]]:
     dup = dumped(base)
     dup[90] = dup[90][:-1] + ', "actor/entropy": 9.0}'  # a key twice: the last one counts
     out["a key twice"] = dup
+    long = [dict(r) for r in base]
+    long[12]["actor/grad_norm"] = "x" * 100  # a value past MAX_TOKEN: its column cut out slice by slice
+    long[13]["actor/grad_norm"] = 1.0e-300 * 3
+    out["long values"] = dumped(long)
     no_step = [{k: v for k, v in r.items() if k != "step"} for r in base]
     no_step[10]["step"] = 4
     out["row numbers for steps"] = dumped(no_step)
@@ -205,3 +209,13 @@ def test_findings_are_the_same_both_ways(tmp_path: Path, monkeypatch) -> None:
             got[fast] = [(f.id, f.summary, json.dumps(f.evidence, sort_keys=True, default=str)) for f in d.findings]
         assert got[True] == got[False] and got[True], pathology
         assert any(f"step {onset}" in f[1] for f in got[True]), (pathology, got[True])
+
+
+@pytest.mark.parametrize("text", ["", "\n", '{"step": 1, "actor/entropy": 0.5}', '{"a": 1}\n', '{}\n{}\n',
+                                  '{"step": 1}\n' * 3, '[1, 2]\n{"step": 2, "actor/entropy": 1}\n', '1\n2\n'])
+def test_tiny_and_odd_dumps(text: str, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(dumps, "CHUNK_ROWS", 2)
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(text)
+    fast, slow, _n = _read_both(path, monkeypatch, keep=False)
+    _same_run(fast, slow)
