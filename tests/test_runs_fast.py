@@ -76,7 +76,7 @@ def test_wandb_fast_parts_read_as_wandbs_protobuf_parse(wandb_runs: list[Path], 
         assert any(f"step {onset}" in f[2] for f in fast[1]), fast[1]
         variants = {
             "protobuf": {"_history_fast": lambda payload: None},  # every record through wandb's Record
-            "numpy parse": {"_json_array": lambda block: None},
+            "numpy parse": {"_json_array": lambda block, text=None: None},
             "np.unique": {"UNIQUE_PREFIX": 10 ** 12},
             "key lookup": {"UNIQUE_PREFIX": 500},  # every key in the first 500 items: the others looked up
             "late keys": {"UNIQUE_PREFIX": 7},  # keys first seen past the prefix: np.unique after all

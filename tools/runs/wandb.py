@@ -448,6 +448,10 @@ def _history_bulk(hist: list[Any], keep: Callable[[str], bool] | None
              for k, parts in pieces.items()}, walls, every, misfits)
 
 
+#: A known key is found by the top bits of its mixed number in a table this large (2^16 slots)
+_SLOT_BITS = 16
+
+
 class _Keys:
     """The keys earlier batches told apart, carried to the next, so a batch finds most of its items' keys
     in one pass over them (:meth:`find`) and tells apart (``np.unique``) only the items it does not find.
@@ -498,15 +502,24 @@ class _Keys:
             heads = np.zeros((len(self.names), max(width, 1)), dtype=np.uint64)
             for i, h in enumerate(self._heads):
                 heads[i, :len(h)] = h
-            self._table = (np.asarray(self._fp, dtype=np.uint64)[order], order.astype(np.int64),
-                           np.asarray(self._len, dtype=np.int64), np.asarray([len(h) for h in self._heads]), heads, width)
-        u, uid, lens, nheads, heads, width = self._table
+            fps = np.asarray(self._fp, dtype=np.uint64)
+            slot = np.full(1 << _SLOT_BITS, -1, dtype=np.int64)  # a key's number by its mix's top bits
+            top = (fps >> np.uint64(64 - _SLOT_BITS)).astype(np.int64)
+            slot[top] = np.arange(len(fps))
+            direct = len(np.unique(top)) == len(top)  # else two keys share a slot: searchsorted
+            self._table = (fps[order], order.astype(np.int64), np.asarray(self._len, dtype=np.int64),
+                           np.asarray([len(h) for h in self._heads]), heads, width, fps, slot if direct else None)
+        u, uid, lens, nheads, heads, width, fps, slot = self._table
         # the key's last 8 bytes (a shorter key's own bytes: the word's top ones)
         last = word8[p - 8] >> ((8 - np.minimum(klen, 8)) * 8).astype(np.uint64)
         fp = self._mixed(last, klen)
-        j = np.minimum(np.searchsorted(u, fp), len(u) - 1)
-        cand = uid[j]
-        hit = (u[j] == fp) & (lens[cand] == klen)
+        if slot is not None:
+            cand = slot[(fp >> np.uint64(64 - _SLOT_BITS)).astype(np.int64)]
+            hit = (cand >= 0) & (fps[cand] == fp) & (lens[cand] == klen)
+        else:
+            j = np.minimum(np.searchsorted(u, fp), len(u) - 1)
+            cand = uid[j]
+            hit = (u[j] == fp) & (lens[cand] == klen)
         for m in range(width):  # the words before the last one, from the key's start
             need = hit & (nheads[cand] > m)
             if not need.any():
@@ -658,13 +671,22 @@ def _parse(a: Any, p: Any, vlen: Any) -> Any:
 
     if not len(p):
         return np.zeros(0)
-    width = (int(vlen.max()) + 7) // 8 * 8
-    cols = np.arange(width)
-    # each value as whole 8-byte words (a value is under 128 bytes, the pad 136), its tail blanked
+    nw = (int(vlen.max()) + 7) // 8
+    width = 8 * nw
+    # each value as whole 8-byte words (a value is under 128 bytes, the pad 136), the bytes past it
+    # blanked word by word, and one more word after it: the comma between values in orjson's array
     word8 = np.ndarray(shape=(len(a) - 7,), dtype="<u8", buffer=a, strides=(1,))
-    block = word8[(p + 3)[:, None] + np.arange(0, width, 8)].view(np.uint8).reshape(len(p), width)
-    np.putmask(block, cols >= vlen[:, None], np.uint8(0x20))
-    fast = _json_array(block)
+    offs = np.arange(0, width, 8)
+    words = np.empty((len(p), nw + 1), dtype=np.uint64)
+    words[:, :nw] = word8[(p + 3)[:, None] + offs]
+    keep = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)  # a word's first k bytes
+    mask = keep[np.clip(vlen[:, None] - offs, 0, 8)]
+    words[:, :nw] &= mask
+    words[:, :nw] |= np.uint64(0x2020202020202020) & ~mask  # spaces
+    words[:, nw] = np.uint64(0x202020202020202C)  # a comma, seven spaces
+    text = words.view(np.uint8).reshape(len(p), width + 8)
+    block = text[:, :width]
+    fast = _json_array(block, text)
     if fast is not None:
         return fast
     text = block.view(f"S{width}").reshape(-1)
@@ -674,10 +696,11 @@ def _parse(a: Any, p: Any, vlen: Any) -> Any:
         return np.asarray(_floats(text.tolist()), dtype=np.float64)
 
 
-def _json_array(block: Any) -> Any:
+def _json_array(block: Any, text: Any = None) -> Any:
     """Rows of number text (space-padded) as floats through ``orjson``, one JSON array of them (about
     twice numpy's parse of the same text); None where orjson is absent or refuses one (NaN, Infinity:
-    numpy then parses them). A ``-0`` keeps its sign, as numpy's parse does."""
+    numpy then parses them). A ``-0`` keeps its sign, as numpy's parse does. ``text``: the rows already
+    followed by a comma and spaces (the block its first columns), not copied again."""
     import numpy as np
 
     try:
@@ -685,9 +708,10 @@ def _json_array(block: Any) -> Any:
     except ImportError:
         return None
     n, width = block.shape
-    text = np.empty((n, width + 1), dtype=np.uint8)
-    text[:, :width] = block
-    text[:, width] = 0x2C  # ","
+    if text is None:
+        text = np.empty((n, width + 1), dtype=np.uint8)
+        text[:, :width] = block
+        text[:, width] = 0x2C  # ","
     text[-1, width] = 0x5D  # "]"
     try:
         values = loads(b"[" + text.tobytes())
