@@ -12,10 +12,13 @@ temporary folder): the JSONL with ``json``, the event file by tensorboard's ``Re
 (about 4 ms a step: minutes too). ``--steps`` makes smaller ones.
 
     python benchmarks/runs.py [--steps 100000] [--metrics 50] [--only jsonl,tensorboard,wandb] [--before DIR]
+                              [--repeat N]
 
 ``--before DIR`` (a ``tools/runs`` folder, e.g. ``git archive <commit> tools/runs | tar -x -C /tmp/b``, then
 ``/tmp/b/tools/runs``) times those readers first in the same command and says whether their findings are
-identical; each measure prints wall (start-up included), the child's CPU and its peak RSS.
+identical; each measure prints wall (start-up included), the child's CPU and its peak RSS. ``--repeat N``
+measures each (before and after alternately) N times and prints the least CPU and the range: on a
+shared machine one measure moves by a third.
 """
 
 from __future__ import annotations
@@ -182,6 +185,8 @@ def main() -> None:
     ap.add_argument("--only", default="jsonl,tensorboard,wandb")
     ap.add_argument("--before", default="", help="another checkout's tools/runs folder, timed first in the same "
                     "command (e.g. one `git archive <commit> tools/runs | tar -x -C DIR` made)")
+    ap.add_argument("--repeat", type=int, default=1, help="measures of each (before and after alternately): the "
+                    "least CPU is printed, with the range")
     args = ap.parse_args()
     root = Path(args.data) / f"{args.steps}x{args.metrics}"
     root.mkdir(parents=True, exist_ok=True)
@@ -202,11 +207,22 @@ def main() -> None:
         size = sum(f.stat().st_size for f in (target.rglob("*") if target.is_dir() else [target]) if f.is_file())
         anchor = anchors[kind](target)
         plain = anchor_read(target)
-        before = measure(kind, target, str(Path(args.before).resolve())) if args.before else None
-        wall, cpu, rss, root_finding, summaries = measure(kind, target)
+        befores, afters = [], []
+        for _ in range(max(1, args.repeat)):
+            if args.before:
+                befores.append(measure(kind, target, str(Path(args.before).resolve())))
+            afters.append(measure(kind, target))
+        before = min(befores, key=lambda m: m[1]) if befores else None
+        wall, cpu, rss, root_finding, summaries = min(afters, key=lambda m: m[1])
+        spread = {"before": befores, "after": afters} if args.repeat > 1 else {}
         if before:
+            same = all(b[4] == summaries for b in befores) and all(a[4] == summaries for a in afters)
             print(f"  {kind:<12} before: wall {before[0]:5.2f} s  CPU {before[1]:5.2f} s  RSS {before[2]:4.0f} MB  "
-                  f"findings {'identical' if before[4] == summaries else 'DIFFER: ' + repr(before[4])}")
+                  f"findings {'identical' if same else 'DIFFER: ' + repr(before[4])}")
+        for name, ms in spread.items():
+            if ms:
+                print(f"  {kind:<12} {name} CPU of {len(ms)} measures: {min(m[1] for m in ms):.2f}-"
+                      f"{max(m[1] for m in ms):.2f} s")
         print(f"  {kind:<12} {size / 1e6:7.1f} MB  read+checked: wall {wall:5.2f} s  CPU {cpu:5.2f} s (target 2 s)  "
               f"RSS {rss:4.0f} MB  anchor {anchor:5.2f} s  ratio {wall / anchor if anchor else math.nan:4.2f}x  "
               f"plain read {plain:5.2f} s  ratio {wall / plain if plain else math.nan:4.1f}x  "
