@@ -115,7 +115,7 @@ def test_long_curves_are_bounded_and_keep_spikes_and_nans() -> None:
     grad[77_777] = 500.0
     c = make_curve("actor/grad_norm", steps, grad)
     assert len(c) <= MAX_POINTS + 1 and c.total == n
-    det = detectors._spike_fast(next(r for r in builtin_rules()["rules"] if r["id"] == "grad-norm-spike"), c)
+    det = detectors.spike(next(r for r in builtin_rules()["rules"] if r["id"] == "grad-norm-spike"), c)
     assert det is not None and det.step <= 77_777 < det.step + math.ceil(n / MAX_POINTS)
     loss = np.zeros(n)
     loss[91_234] = np.nan
@@ -138,14 +138,32 @@ def test_a_bucketed_curve_still_names_the_exact_first_step(pathology: str, frame
 
 
 def test_rolling_spike_matches_the_plain_loop() -> None:
+    """The sorted window the spike check keeps gives numpy's median of the points before each one."""
     rule = next(r for r in builtin_rules()["rules"] if r["id"] == "grad-norm-spike")
+    window, factor, start = rule["window"], rule["factor"], rule["min_points"]
     rng = np.random.default_rng(7)
-    for trial in range(20):
+    for trial in range(40):
         v = np.abs(rng.normal(1, 0.3, 300))
         v[rng.integers(5, 300)] *= rng.uniform(5, 30)
-        c = make_curve("g", np.arange(300), v)
-        a, b = detectors.spike(rule, c), detectors._spike_fast(rule, c)
-        assert (a is None) == (b is None) and (a is None or a.step == b.step), trial
+        if trial % 2:
+            v = np.round(v, 1)  # ties in the window
+        want = next((i for i in range(start, 300) if v[i] > factor * np.median(v[max(0, i - window):i])), None)
+        got = detectors.spike(rule, make_curve("g", np.arange(300), v))
+        assert (got is None) == (want is None) and (got is None or got.step == want), trial
+        if got is not None:
+            assert got.before == pytest.approx(float(np.median(v[max(0, want - window):want])))
+
+
+def test_checks_take_plain_lists_as_they_take_curves() -> None:
+    """One implementation: a text log's series (plain lists) and a run's curve (numpy arrays) give the same
+    detection, and the detection says at which point it starts (a text log names that point's line)."""
+    series, onset = curves("entropy_collapse", "verl", seed=3)
+    steps, values = series["actor/entropy"]
+    rule = next(r for r in builtin_rules()["rules"] if r["id"] == "entropy-collapse")
+    a = detectors.falls_below(rule, make_curve("actor/entropy", steps, values))
+    b = detectors.falls_below(rule, detectors.Points("actor/entropy", list(map(int, steps)), list(map(float, values))))
+    assert a is not None and b is not None and (a.step, a.before, a.after, a.index) == (b.step, b.before, b.after, b.index)
+    assert int(steps[a.index]) == a.step == onset
 
 
 def test_vocabulary_cites_every_framework_key_and_validates() -> None:

@@ -2,12 +2,15 @@
 
 Each rule names a ``check`` below (the shape of curve it looks for) and the concept it reads;
 a check returns a :class:`Detection` (the metric, the first step, the values before and after)
-or None. Checks are pure functions of arrays, vectorised with numpy, so a bucketed
-100,000-step curve costs well under a millisecond each.
+or None. Checks are pure functions of plain Python lists (:class:`Points`: a run's curve is converted
+once, a text log's series is one): one implementation for run folders and text logs, no numpy import
+on a text log's path. A curve holds at most 2,000 points (longer runs are bucketed), so a check costs
+at most a few milliseconds; only :func:`exact_step` reads a bucketed curve's raw numpy arrays.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import time
@@ -35,6 +38,8 @@ class Detection:
     #: other curves worth showing beside the metric (the reward under a length cap)
     related: list[str] = field(default_factory=list)
     extra: str = ""
+    #: the index of the point it starts at in the checked curve (a text log's finding names its line)
+    index: int | None = None
 
     @property
     def id(self) -> str:
@@ -44,75 +49,112 @@ class Detection:
 # ------------------------------------------------------------------ helpers --
 
 
-def _baseline(c: Curve, frac: float) -> tuple[float, int]:
-    """The median of the curve's first ``frac`` (at least 3 points), and how many points that was."""
-    import numpy as np
+@dataclass
+class Points:
+    """A curve as plain Python lists: what every check reads, whatever it came from.
 
-    nb = max(3, int(len(c) * frac))
-    head = c.values[:nb]
-    head = head[np.isfinite(head)]
-    return (float(np.median(head)) if len(head) else math.nan), nb
+    A run's :class:`Curve` (numpy arrays, at most ``curves.MAX_POINTS`` points: bucketed) becomes one
+    with :meth:`of` (``tolist``: ~20 us a curve); a text log's series (``tools/logs/metrics.py``) is one
+    already, with the log line of each point in ``lines``. So the checks are one implementation for both
+    and a text log's diagnosis never imports numpy (0.15 s of CPU, more than a small log's whole scan)."""
+
+    key: str
+    steps: list[int]
+    values: list[float]
+    peaks: list[float] | None = None
+    first_nonfinite: tuple[int, float] | None = None
+    #: a text log's line number of each point (its finding's evidence)
+    lines: list[int] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @classmethod
+    def of(cls, c: Any) -> Points:
+        if isinstance(c, Points):
+            return c
+        return cls(c.key, _plain(c.steps), _plain(c.values), None if c.peaks is None else _plain(c.peaks),
+                   c.first_nonfinite)
 
 
-def _first_run(mask: Any, length: int, start: int = 0) -> int | None:
-    """The first index >= ``start`` where ``mask`` holds for ``length`` points in a row."""
-    import numpy as np
-
-    m = np.asarray(mask[start:], dtype=np.int32)
-    if length <= 1:
-        idx = np.flatnonzero(m)
-        return int(idx[0]) + start if len(idx) else None
-    if len(m) < length:
-        return None
-    runs = np.convolve(m, np.ones(length, dtype=np.int32), "valid")
-    idx = np.flatnonzero(runs == length)
-    return int(idx[0]) + start if len(idx) else None
-
-
-def _run_end(mask: Any, i: int) -> int:
-    """One past the last index of the run of ``mask`` starting at ``i``."""
-    import numpy as np
-
-    rest = np.flatnonzero(~np.asarray(mask[i:], dtype=bool))
-    return i + int(rest[0]) if len(rest) else len(mask)
+def _plain(x: Any) -> list[Any]:
+    """A list of Python numbers from a list, a numpy array (``tolist``, no numpy import here) or any sequence."""
+    if isinstance(x, list):
+        return x
+    return x.tolist() if hasattr(x, "tolist") else list(x)
 
 
 def _median(values: Any) -> float | None:
-    import numpy as np
+    """The median of the finite values (numpy's: the mean of the two middle ones for an even count)."""
+    v = sorted(x for x in values if math.isfinite(x))
+    n = len(v)
+    if not n:
+        return None
+    h = n // 2
+    return float(v[h]) if n % 2 else (v[h - 1] + v[h]) / 2
 
-    v = values[np.isfinite(values)]
-    return float(np.median(v)) if len(v) else None
+
+def _baseline(c: Points, frac: float) -> tuple[float, int]:
+    """The median of the curve's first ``frac`` (at least 3 points), and how many points that was."""
+    nb = max(3, int(len(c) * frac))
+    base = _median(c.values[:nb])
+    return (math.nan if base is None else base), nb
 
 
-def _around(c: Curve | None, step: int, width: int = 5) -> tuple[float | None, float | None]:
+def _first_run(mask: list[bool], length: int, start: int = 0) -> int | None:
+    """The first index >= ``start`` where ``mask`` holds for ``length`` points in a row."""
+    length = max(1, length)
+    run = 0
+    for i in range(start, len(mask)):
+        if mask[i]:
+            run += 1
+            if run >= length:
+                return i - length + 1
+        else:
+            run = 0
+    return None
+
+
+def _run_end(mask: list[bool], i: int) -> int:
+    """One past the last index of the run of ``mask`` starting at ``i``."""
+    for j in range(i, len(mask)):
+        if not mask[j]:
+            return j
+    return len(mask)
+
+
+def _around(c: Points | None, step: int, width: int = 5) -> tuple[float | None, float | None]:
     """A curve's median over ``width`` points before ``step`` and over its points from ``step`` on."""
     if c is None or not len(c):
         return None, None
-    import numpy as np
-
-    i = int(np.searchsorted(c.steps, step))
+    i = bisect.bisect_left(c.steps, step)
     return _median(c.values[max(0, i - width):i]), _median(c.values[i:])
 
 
 # ------------------------------------------------------------------ checks ---
+# Each takes a rule and :class:`Points` (a Curve is converted), returns a Detection whose ``index`` is the
+# point where it starts (a text log's finding names that point's line).
 
 
-def falls_below(rule: dict[str, Any], c: Curve) -> Detection | None:
+def falls_below(rule: dict[str, Any], c: Any) -> Detection | None:
+    c = Points.of(c)
     if len(c) < rule.get("min_points", 10):
         return None
     base, nb = _baseline(c, rule.get("baseline_frac", 0.1))
     if not base > 0:
         return None
-    below = c.values < base * rule["ratio"]
+    threshold = base * rule["ratio"]
+    below = [v < threshold for v in c.values]
     i = _first_run(below, rule.get("sustain", 5), nb)
     if i is None:
         return None
     end = _run_end(below, i)
     return Detection(rule, c.key, int(c.steps[i]), base, _median(c.values[i:end]),
-                     {"baseline": base, "threshold": base * rule["ratio"], "low_points": end - i})
+                     {"baseline": base, "threshold": threshold, "low_points": end - i}, index=i)
 
 
-def rises_above(rule: dict[str, Any], c: Curve) -> Detection | None:
+def rises_above(rule: dict[str, Any], c: Any) -> Detection | None:
+    c = Points.of(c)
     if len(c) < rule.get("min_points", 10):
         return None
     base, nb = _baseline(c, rule.get("baseline_frac", 0.1))
@@ -121,48 +163,50 @@ def rises_above(rule: dict[str, Any], c: Curve) -> Detection | None:
     threshold = max(abs(base) * rule["factor"], float(rule.get("min_value", 0.0)))
     if threshold <= 0:
         return None
-    above = c.values > threshold
+    above = [v > threshold for v in c.values]
     i = _first_run(above, rule.get("sustain", 3), nb)
     if i is None:
         return None
     end = _run_end(above, i)
     return Detection(rule, c.key, int(c.steps[i]), base, _median(c.values[i:end]),
-                     {"baseline": base, "threshold": threshold, "high_points": end - i})
+                     {"baseline": base, "threshold": threshold, "high_points": end - i}, index=i)
 
 
-def length_cap(rule: dict[str, Any], run: Run, keys: dict[str, str]) -> Detection | None:
+def length_cap(rule: dict[str, Any], run: Run, keys: dict[str, str],
+               get: Callable[[str], Points | None] | None = None) -> Detection | None:
     """Responses cut at the cap: the truncation ratio above its threshold, or (without one) the mean
     length pressed against the longest length seen (or the configured cap)."""
-    import numpy as np
-
+    if get is None:
+        get = _getter(run)
     sustain = rule.get("sustain", 3)
-    reward = run.curves.get(keys.get("reward", ""))
+    reward = get(keys.get("reward", ""))
     det = None
-    ratio = run.curves.get(keys.get("truncation_ratio", ""))
+    ratio = get(keys.get("truncation_ratio", ""))
     if ratio is not None and len(ratio) >= rule.get("min_points", 5):
-        high = ratio.values >= rule["threshold"]
+        high = [v >= rule["threshold"] for v in ratio.values]
         i = _first_run(high, sustain)
         if i is not None:
             end = _run_end(high, i)
             det = Detection(rule, ratio.key, int(ratio.steps[i]), _median(ratio.values[:max(1, i)]),
-                            _median(ratio.values[i:end]), {"truncation_ratio": _median(ratio.values[i:end])})
+                            _median(ratio.values[i:end]), {"truncation_ratio": _median(ratio.values[i:end])}, index=i)
     else:
-        mean = run.curves.get(keys.get("response_length", ""))
-        longest = run.curves.get(keys.get("response_length_max", ""))
+        mean = get(keys.get("response_length", ""))
+        longest = get(keys.get("response_length_max", ""))
         cap = run.config.get("max_response_length")
         if mean is not None and len(mean) >= rule.get("min_points", 5):
             if not cap and longest is not None and len(longest):
-                cap = float(np.nanmax(longest.values))
-            if cap:
-                near = mean.values >= rule["near_cap"] * float(cap)
+                cap = max((v for v in longest.values if math.isfinite(v)), default=math.nan)
+            if cap and math.isfinite(float(cap)):
+                limit = rule["near_cap"] * float(cap)
+                near = [v >= limit for v in mean.values]
                 i = _first_run(near, sustain)
                 if i is not None:
                     det = Detection(rule, mean.key, int(mean.steps[i]), _median(mean.values[:max(1, i)]),
-                                    _median(mean.values[i:]), {"cap": float(cap)})
+                                    _median(mean.values[i:]), {"cap": float(cap)}, index=i)
     if det is None:
         return None
     det.numbers["cap"] = det.numbers.get("cap") or run.config.get("max_response_length")
-    length = run.curves.get(keys.get("response_length", ""))
+    length = get(keys.get("response_length", ""))
     if length is not None and det.key != length.key:
         det.related.append(length.key)
     if reward is not None:
@@ -174,10 +218,10 @@ def length_cap(rule: dict[str, Any], run: Run, keys: dict[str, str]) -> Detectio
     return det
 
 
-def zero_streak(rule: dict[str, Any], c: Curve) -> Detection | None:
-    import numpy as np
-
-    zero = c.values == 0.0
+def zero_streak(rule: dict[str, Any], c: Any) -> Detection | None:
+    """The first run of ``min_steps`` zeros in a row (the circuit breaker's rule: it stops there)."""
+    c = Points.of(c)
+    zero = [v == 0.0 for v in c.values]
     i = _first_run(zero, rule.get("min_steps", 10))
     if i is None:
         return None
@@ -185,114 +229,102 @@ def zero_streak(rule: dict[str, Any], c: Curve) -> Detection | None:
     before = _median(c.values[max(0, i - 5):i])
     return Detection(rule, c.key, int(c.steps[i]), before, 0.0,
                      {"zero_points": end - i, "until_step": int(c.steps[end - 1]),
-                      "ongoing": bool(end == len(c)), "nonzero_before": bool(np.any(c.values[:i] != 0))})
+                      "ongoing": bool(end == len(c)), "nonzero_before": any(v != 0 for v in c.values[:i])}, index=i)
 
 
-def flat(rule: dict[str, Any], c: Curve) -> Detection | None:
-    import numpy as np
-
+def flat(rule: dict[str, Any], c: Any) -> Detection | None:
+    c = Points.of(c)
     need = rule.get("min_steps", 20)
     if len(c) < need:
         return None
-    same = np.concatenate([[False], np.diff(c.values) == 0]) & (c.values != 0) & np.isfinite(c.values)
+    v = c.values
+    same = [False] + [v[j] == v[j - 1] and v[j] != 0 and math.isfinite(v[j]) for j in range(1, len(v))]
     i = _first_run(same, need - 1)
     if i is None:
         return None
     i -= 1  # the run starts at the point the next ones repeat
-    return Detection(rule, c.key, int(c.steps[i]), _median(c.values[max(0, i - 5):i]) if i > 0 else None,
-                     float(c.values[i]), {"flat_points": _run_end(same, i + 1) - i})
+    return Detection(rule, c.key, int(c.steps[i]), _median(v[max(0, i - 5):i]) if i > 0 else None,
+                     float(v[i]), {"flat_points": _run_end(same, i + 1) - i}, index=i)
 
 
-def diverge(rule: dict[str, Any], val: Curve, reward: Curve | None) -> Detection | None:
+def diverge(rule: dict[str, Any], val: Any, reward: Any) -> Detection | None:
     """Validation past its peak by ``min_drop`` while the training reward kept rising.
 
     The peak is that of a 3-point moving average (one noisy evaluation is no peak), the fall is
     the mean of the last 3 evaluations, all of which must sit below the peak; the first step
     named is the evaluation at the smoothed peak, where the fall began."""
-    import numpy as np
-
-    if reward is None or len(val) < rule.get("min_points", 6) or not np.isfinite(val.values).all():
+    if reward is None or len(val) < rule.get("min_points", 6):
         return None
+    val, reward = Points.of(val), Points.of(reward)
     v = val.values
-    smooth = np.convolve(v, np.ones(3) / 3, "valid")
-    p = int(np.argmax(smooth))
-    peak = float(smooth[p])
+    if not all(math.isfinite(x) for x in v):
+        return None
+    smooth = [(v[j] + v[j + 1] + v[j + 2]) / 3 for j in range(len(v) - 2)]
+    p = max(range(len(smooth)), key=smooth.__getitem__)  # the first of equal peaks
+    peak = smooth[p]
     last3 = v[-3:]
-    last = float(last3.mean())
+    last = sum(last3) / 3
     if p + 3 >= len(v) or peak <= 0:
         return None
     if (peak - last) / abs(peak) < rule["min_drop"] or peak - last < rule["min_abs"] or \
-            not (last3 < peak - rule["min_abs"] / 2).all():
+            not all(x < peak - rule["min_abs"] / 2 for x in last3):
         return None
     step = int(val.steps[p + 1])
-    i = int(np.searchsorted(reward.steps, step, side="right"))
+    i = bisect.bisect_right(reward.steps, step)
     width = max(3, len(reward) // 10)
     r0 = _median(reward.values[max(0, i - width):i])
     r1 = _median(reward.values[-width:])
     if r0 is None or r1 is None or r1 - r0 < rule["min_rise"]:
         return None
     det = Detection(rule, val.key, step, peak, last, {"peak_step": step, "reward_before": r0, "reward_after": r1},
-                    [reward.key])
+                    [reward.key], index=p + 1)
     det.extra = f"{reward.key} {r0:.3g} -> {r1:.3g}"
     return det
 
 
-def spike(rule: dict[str, Any], c: Curve) -> Detection | None:
-    import numpy as np
-
+def spike(rule: dict[str, Any], c: Any) -> Detection | None:
+    """The first point ``factor`` times the median magnitude of the ``window`` points before it (a bucketed
+    curve's bucket peaks). The window is kept sorted (one insert and one removal a point), so a 2,000-point
+    curve costs a few milliseconds in pure Python."""
+    c = Points.of(c)
     window, factor = rule.get("window", 20), rule["factor"]
-    mags = np.abs(c.peaks if c.peaks is not None else c.values)
+    mags = [abs(x) for x in (c.peaks if c.peaks is not None else c.values)]
     n = len(mags)
     start = rule.get("min_points", 5)
-    if n <= start or not np.isfinite(mags).all():
+    if n <= start or not all(math.isfinite(m) for m in mags):
         return None  # the non-finite rule reports a curve with NaN
+    recent = sorted(mags[max(0, start - window):start])
     for i in range(start, n):
-        lo = max(0, i - window)
-        base = float(np.median(mags[lo:i]))
+        k = len(recent)
+        h = k // 2
+        base = recent[h] if k % 2 else (recent[h - 1] + recent[h]) / 2
         if base > 0 and mags[i] > factor * base:
-            return Detection(rule, c.key, int(c.steps[i]), base, float(mags[i]),
-                             {"median_before": base, "value": float(mags[i]), "ratio": float(mags[i] / base)})
+            return Detection(rule, c.key, int(c.steps[i]), float(base), float(mags[i]),
+                             {"median_before": float(base), "value": float(mags[i]), "ratio": float(mags[i] / base)},
+                             index=i)
+        bisect.insort(recent, mags[i])
+        if i >= window:
+            del recent[bisect.bisect_left(recent, mags[i - window])]
     return None
 
 
-def _spike_fast(rule: dict[str, Any], c: Curve) -> Detection | None:
-    """:func:`spike` with the rolling medians computed at once (a long curve)."""
-    import numpy as np
-    from numpy.lib.stride_tricks import sliding_window_view
-
-    window, factor, start = rule.get("window", 20), rule["factor"], rule.get("min_points", 5)
-    mags = np.abs(c.peaks if c.peaks is not None else c.values)
-    if len(mags) <= window + 1 or not np.isfinite(mags).all():
-        return spike(rule, c)
-    head = spike(dict(rule, min_points=start), Curve(c.key, c.steps[: window + 1], mags[: window + 1], window + 1))
-    if head is not None:
-        return head
-    med = np.median(sliding_window_view(mags[:-1], window), axis=1)  # med[j] = median(mags[j:j+window])
-    hit = np.flatnonzero((med > 0) & (mags[window:] > factor * med))
-    if not len(hit):
-        return None
-    i = int(hit[0]) + window
-    base = float(med[i - window])
-    return Detection(rule, c.key, int(c.steps[i]), base, float(mags[i]),
-                     {"median_before": base, "value": float(mags[i]), "ratio": float(mags[i] / base)})
-
-
-def nonfinite(rule: dict[str, Any], run: Run, keys: dict[str, str]) -> Detection | None:
-    """The earliest NaN/Inf among the rule's concepts' curves."""
-    best: tuple[int, str, float] | None = None
+def nonfinite(rule: dict[str, Any], run: Run, keys: dict[str, str],
+              get: Callable[[str], Points | None] | None = None) -> Detection | None:
+    """The earliest NaN/Inf among the rule's concepts' curves (a curve notes its first one before bucketing)."""
+    if get is None:
+        get = _getter(run)
+    best: tuple[int, Points, float] | None = None
     for concept in rule["concepts"]:
-        c = run.curves.get(keys.get(concept, ""))
+        c = get(keys.get(concept, ""))
         if c is not None and c.first_nonfinite is not None:
             step, value = c.first_nonfinite
             if best is None or step < best[0]:
-                best = (step, c.key, value)
+                best = (step, c, value)
     if best is None:
         return None
-    c = run.curves[best[1]]
-    import numpy as np
-
-    i = int(np.searchsorted(c.steps, best[0]))
-    return Detection(rule, best[1], best[0], _median(c.values[max(0, i - 5):i]), best[2], {"value": str(best[2])})
+    step, c, value = best
+    i = bisect.bisect_left(c.steps, step)
+    return Detection(rule, c.key, step, _median(c.values[max(0, i - 5):i]), value, {"value": str(value)}, index=i)
 
 
 def stopped(rule: dict[str, Any], run: Run, now: float | None = None) -> Detection | None:
@@ -311,6 +343,19 @@ def stopped(rule: dict[str, Any], run: Run, now: float | None = None) -> Detecti
     return Detection(rule, key, int(run.last_step), None, None,
                      {"last_step": run.last_step, "silent_s": round(age), "step_interval_s": run.step_interval,
                       "last_write": last})
+
+
+def _getter(run: Run) -> Callable[[str], Points | None]:
+    """key -> the run's curve as :class:`Points`, each converted once."""
+    cache: dict[str, Points | None] = {}
+
+    def get(key: str) -> Points | None:
+        if key not in cache:
+            c = run.curves.get(key)
+            cache[key] = None if c is None else Points.of(c)
+        return cache[key]
+
+    return get
 
 
 def exact_step(c: Curve, det: Detection) -> None:
@@ -346,14 +391,37 @@ def exact_step(c: Curve, det: Detection) -> None:
     det.step = int(rs[lo + (int(misses[-1]) + 1 if len(misses) else 0)])
 
 
-_CURVE_CHECKS: dict[str, Callable[[dict[str, Any], Curve], Detection | None]] = {
+_CURVE_CHECKS: dict[str, Callable[[dict[str, Any], Any], Detection | None]] = {
     "falls_below": falls_below, "rises_above": rises_above, "zero_streak": zero_streak, "flat": flat,
-    "spike": _spike_fast,
+    "spike": spike,
 }
+#: the checks that read one or two curves by concept (no whole run): text logs run these too
+SERIES_CHECKS = (*_CURVE_CHECKS, "diverge")
 CHECKS = (*_CURVE_CHECKS, "length_cap", "diverge", "nonfinite", "stopped")
 #: the text-log checks (``tools/logs/metrics.py``) a rule's ``logs:`` may name
 LOG_CHECKS = ("zero_reward", "reward_collapse", "nonfinite", "spike", "length_cap", "no_eos")
 _NOT_THRESHOLDS = frozenset(("id", "check", "concept", "concepts", "other", "title", "fixes", "logs"))
+
+
+def check_series(rule: dict[str, Any], get: Callable[[str], Points | None], zero_fired: bool = False) -> Detection | None:
+    """A rule whose check reads curves by concept (:data:`SERIES_CHECKS`), ``get`` giving a concept's curve:
+    the one dispatch run folders and text logs share. ``flat`` is skipped where a zero streak fired (a curve
+    stuck at 0 is that finding, not a flat one)."""
+    check = rule["check"]
+    if check == "diverge":
+        val = get(rule["concept"])
+        return None if val is None else diverge(rule, val, get(rule["other"]))
+    c = get(rule["concept"])
+    if c is None or (check == "flat" and zero_fired):
+        return None
+    return _CURVE_CHECKS[check](rule, c)
+
+
+def series_rules(rules: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The rules text logs run through :func:`check_series`: a curve check (:data:`SERIES_CHECKS`) and no
+    text-log check of their own under ``logs:`` (those keep theirs: the zero-reward streak, the spike)."""
+    rules = builtin_rules()["rules"] if rules is None else rules
+    return [r for r in rules if r.get("check") in SERIES_CHECKS and not r.get("logs")]
 
 
 def detect(run: Run, vocab: Vocabulary, rules: list[dict[str, Any]] | None = None,
@@ -361,6 +429,11 @@ def detect(run: Run, vocab: Vocabulary, rules: list[dict[str, Any]] | None = Non
     """Every rule on ``run``: the detections (in rule order) and the concept -> key map it used."""
     rules = builtin_rules()["rules"] if rules is None else rules
     keys = vocab.assign(list(run.curves), run.framework)
+    by_key = _getter(run)
+
+    def by_concept(concept: str) -> Points | None:
+        return by_key(keys.get(concept, ""))
+
     out: list[Detection] = []
     zero_fired = False
     for rule in rules:
@@ -368,20 +441,13 @@ def detect(run: Run, vocab: Vocabulary, rules: list[dict[str, Any]] | None = Non
         if check is None:
             continue  # a text-log rule (``logs:`` only)
         det: Detection | None = None
-        if check in _CURVE_CHECKS:
-            c = run.curves.get(keys.get(rule["concept"], ""))
-            if c is None or (check == "flat" and zero_fired):
-                continue
-            det = _CURVE_CHECKS[check](rule, c)
+        if check in SERIES_CHECKS:
+            det = check_series(rule, by_concept, zero_fired)
             zero_fired = zero_fired or (check == "zero_streak" and det is not None)
         elif check == "length_cap":
-            det = length_cap(rule, run, keys)
-        elif check == "diverge":
-            val = run.curves.get(keys.get(rule["concept"], ""))
-            if val is not None:
-                det = diverge(rule, val, run.curves.get(keys.get(rule["other"], "")))
+            det = length_cap(rule, run, keys, by_key)
         elif check == "nonfinite":
-            det = nonfinite(rule, run, keys)
+            det = nonfinite(rule, run, keys, by_key)
         elif check == "stopped":
             det = stopped(rule, run, now)
         if det is not None:
