@@ -190,15 +190,19 @@ def _sort_records(data: bytes, starts: Any, lengths: Any, kinds: Any, history: i
     place = np.concatenate(places)
     kind_of = np.concatenate(fields)
     size_of = np.concatenate([ln, np.zeros(len(extra_at), dtype=np.int64)])
+    is_joined = np.concatenate([np.zeros(len(ln), dtype=bool), np.ones(len(extra_at), dtype=bool)])
     order = np.argsort(place, kind="stable")
-    place, kind_of, size_of = place[order], kind_of[order], size_of[order]
-    keep = kind_of != skip
-    place, kind_of, size_of = place[keep], kind_of[keep], size_of[keep]
+    keep = kind_of[order] != skip
+    order = order[keep]
+    place, kind_of, size_of, is_joined = place[order], kind_of[order], size_of[order], is_joined[order]
 
     def payloads(sel: Any) -> list[Any]:
-        p, n = place[sel].tolist(), size_of[sel].tolist()
-        return [joined[x] if x in joined else view[x:x + m] for x, m in zip(p, n)] if joined else \
-            list(map(view.__getitem__, map(slice, p, [x + m for x, m in zip(p, n)])))
+        """Views of the whole-chunk records, the joined bytes of the others (one ``map`` for the first)."""
+        p = place[sel]
+        out = list(map(view.__getitem__, map(slice, p.tolist(), (p + size_of[sel]).tolist())))
+        for i in np.flatnonzero(is_joined[sel]).tolist():
+            out[i] = joined[int(p[i])]
+        return out
 
     is_hist = kind_of == history
     hist = payloads(is_hist)
