@@ -639,6 +639,8 @@ class _Builder:
         return [self._metric_draft(ev) for ev in self.events]
 
     def _metric_draft(self, ev: MetricEvent) -> _Draft:
+        if ev.detection is not None:
+            return self._curve_rule_draft(ev)
         if ev.rule in _METRIC_IDS:
             fid, role = _METRIC_IDS[ev.rule]
         elif ev.rule == "nonfinite":
@@ -674,6 +676,53 @@ class _Builder:
             card=ev.card,
         )
         return _Draft(finding, ROLE_RANK[role], self._when_key(ev.file_index, ev.line, None), fid, role)
+
+    def _curve_rule_draft(self, ev: MetricEvent) -> _Draft:
+        """A curve rule of detectors.yaml that fired on a log's series: the finding a run folder gets (its id,
+        summary, before/after, the rule's fixes for the framework), its evidence the log line of the first step."""
+        from rlmedic.tools.runs.diagnose import _fixes, _summary
+
+        det = ev.detection
+        rule = det.rule
+        info = self.files[ev.file_index]
+        fw = self.framework.get(ev.file_index) or ""
+        card = _card(ev.card) if ev.card else None
+        values = ", ".join(f"{s}:{_fmt_number(v) if math.isfinite(v) else v}" for s, v in ev.values)
+        numbers = {k: (round(v, 6) if isinstance(v, float) and math.isfinite(v) else v) for k, v in ev.numbers.items()
+                   if v is not None}
+        where = f"{info.name}:{ev.line}"
+        evidence: dict[str, Any] = {
+            "metric": ev.key,
+            "step": det.step,
+            "before": det.before,
+            "after": det.after,
+            "excerpt": redact(f"{ev.key} by step: {values}"),
+            "numbers": numbers,
+            "series": ev.key,
+            "count": 1,
+            "occurrences": [where],
+            "signature": f"metric:{rule['id']}",
+            "role": "symptom",
+        }
+        if det.related:
+            evidence["related"] = list(det.related)
+        if fw:
+            evidence["framework"] = fw
+        finding = Finding(
+            id=str(rule["id"]),
+            category=ev.category,
+            severity=ev.severity,  # type: ignore[arg-type]
+            summary=f"{_summary(det, None)} at {where}",  # type: ignore[arg-type] - run is read by 'stopped' only
+            file=info.name,
+            line=ev.line,
+            key=ev.key,
+            rule=str(rule["id"]),
+            evidence=evidence,
+            fixes=_fixes(rule, fw) or _card_fixes(card, fw),
+            citations=([card.citation] if card else []) + [Citation.log(info.name, ev.line)],
+            card=ev.card,
+        )
+        return _Draft(finding, ROLE_RANK["symptom"], self._when_key(ev.file_index, ev.line, None), finding.id, "symptom")
 
     # -- whole-run findings -------------------------------------------------------
 

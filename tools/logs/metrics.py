@@ -87,6 +87,31 @@ class MetricEvent:
     summary: str
     numbers: dict[str, Any]
     values: list[tuple[int, float]]
+    #: a curve rule of detectors.yaml run on the series by the run folders' own check
+    #: (:func:`~rlmedic.tools.runs.detectors.check_series`): its Detection, whose rule carries the fixes
+    detection: Any = None
+
+
+def _per_step(s: Series) -> Any:
+    """A series as the curve checks read it (``detectors.Points``): one point a step, as a run logs it. Points
+    of one step in a row (several rollout workers' lines, a step printed twice) are averaged, as a metrics
+    logger reduces them (a NaN stays NaN); each keeps the line of its step's first point."""
+    from rlmedic.tools.runs.detectors import Points
+
+    steps: list[int] = []
+    values: list[float] = []
+    lines: list[int] = []
+    count = 0
+    for p in s.points:
+        if steps and steps[-1] == p.step:
+            count += 1
+            values[-1] += (p.value - values[-1]) / count
+            continue
+        steps.append(p.step)
+        values.append(p.value)
+        lines.append(p.line)
+        count = 1
+    return Points(s.key, steps, values, lines=lines)
 
 
 class MetricCollector:
@@ -169,7 +194,12 @@ class MetricCollector:
         m2 = _SLIME_STEP.search(text) if ": {" in text else None
         if m2:
             if m2.group(1) == "eval":
-                return  # evaluation numbers are not training curves
+                # evaluation numbers are no training curves: only a validation score is kept (its own series,
+                # for the reward/validation divergence rule), at the rollout the line names; the step is not moved
+                keep = [(k, v) for k, v in _DICT_PAIR.findall(text) if self.kind_of(k) == "val_score"]
+                if keep:
+                    self._pairs(file_index, line_no, keep, int(m2.group(2)))
+                return
             step = int(m2.group(2))
         elif "step:" in text:
             m3 = _VERL_STEP.search(text)
@@ -387,7 +417,7 @@ class MetricCollector:
 
     def primary(self, kind: str) -> list[Series]:
         """Per file, the series of ``kind`` whose key matches the highest-priority pattern."""
-        patterns = next((rxs for k, rxs in self._kinds if k == kind), [])
+        patterns = [rx for k, rxs in self._kinds if k == kind for rx in rxs]
         best: dict[int, tuple[int, Series]] = {}
         for s in self.series.values():
             if s.kind != kind or not s.points:
@@ -454,6 +484,57 @@ class MetricCollector:
                 ev = self._no_eos(s, rules["no_eos"])
                 if ev:
                     events.append(ev)
+        events += self._curve_rule_events({ev.file_index for ev in events if ev.rule == "zero_reward"})
+        return events
+
+    def _curve_rule_events(self, zero_files: set[int]) -> list[MetricEvent]:
+        """The curve rules of detectors.yaml with no text-log check of their own (entropy collapse, KL blow-up,
+        log-prob gap, staleness, throughput, step time, flat reward, reward/validation divergence), run per file
+        on its series by the very checks run folders use (``detectors.check_series``: plain lists, no numpy).
+        A rule's concept reads the series its ``log_series`` entry names; a flat reward is no finding where the
+        reward sat at 0 (the zero-reward streak is)."""
+        from rlmedic.tools.runs.detectors import Points, check_series, series_rules
+        from rlmedic.tools.runs.vocabulary import builtin_vocabulary
+
+        rules = series_rules()
+        if not rules or not self.series:
+            return []
+        kind_for: dict[str, str] = {}
+        for kind, concept in builtin_vocabulary().log_series.items():
+            kind_for.setdefault(concept, kind)
+        primaries: dict[str, dict[int, Series]] = {}
+        points: dict[int, Points] = {}
+
+        def series_of(kind: str, file_index: int) -> Series | None:
+            if kind not in primaries:
+                primaries[kind] = {s.file_index: s for s in self.primary(kind)}
+            return primaries[kind].get(file_index)
+
+        events: list[MetricEvent] = []
+        for file_index in sorted({s.file_index for s in self.series.values()}):
+            by_key: dict[str, Series] = {}
+
+            def get(concept: str) -> Points | None:
+                s = series_of(kind_for.get(concept, concept), file_index)  # noqa: B023 - used in this iteration
+                if s is None:
+                    return None
+                if id(s) not in points:
+                    points[id(s)] = _per_step(s)
+                    by_key[s.key] = s  # noqa: B023
+                return points[id(s)]
+
+            for rule in rules:
+                det = check_series(rule, get, zero_fired=file_index in zero_files)
+                if det is None or det.index is None:
+                    continue
+                s, pts, i = by_key[det.key], points[id(by_key[det.key])], det.index
+                events.append(MetricEvent(
+                    rule=str(rule["id"]), kind=s.kind, key=s.key, file_index=file_index, line=pts.lines[i],
+                    step=pts.steps[i], severity=rule["severity"], category=rule["category"],
+                    card=str(rule.get("card") or ""), summary=f"{rule['title']} ({s.key} from step {det.step})",
+                    numbers={"step": det.step, "before": det.before, "after": det.after, **det.numbers},
+                    values=list(zip(pts.steps[max(0, i - 3):i + 4], pts.values[max(0, i - 3):i + 4])),
+                    detection=det))
         return events
 
     @staticmethod

@@ -44,13 +44,18 @@ class Vocabulary:
         self.log_series: dict[str, str] = dict(data.get("log_series") or {})
 
     def log_kinds(self) -> list[tuple[str, list[re.Pattern[str]]]]:
-        """Text logs' series: ``(name, patterns)`` in the order a key is tried, each concept's patterns in
-        :meth:`pick`'s order (verl's, slime's, AReaL's, generic), anchored at both ends for ``search``."""
+        """Text logs' series: ``(name, patterns)`` in the order a key is tried, anchored at both ends for
+        ``search``: every series' framework patterns (verl's, slime's, AReaL's, in :meth:`pick`'s order) before
+        any generic one, so ``rollout_corr/kl`` is verl's log-prob gap before it is a generic KL, as a run's
+        :meth:`assign` would have it. A name may come twice (its framework patterns, its generic ones)."""
         out = []
-        for kind, concept in self.log_series.items():
-            c = self.concepts[concept]
-            pats = [rx for fw in (*FRAMEWORKS, "generic") for rx in c.patterns.get(fw, ())]
-            out.append((kind, [re.compile(rf"^(?:{rx.pattern})\Z") for rx in pats]))
+        for generic in (False, True):
+            for kind, concept in self.log_series.items():
+                c = self.concepts[concept]
+                fws = ("generic",) if generic else FRAMEWORKS
+                pats = [rx for fw in fws for rx in c.patterns.get(fw, ())]
+                if pats:
+                    out.append((kind, [re.compile(rf"^(?:{rx.pattern})\Z") for rx in pats]))
         return out
 
     def log_frameworks(self) -> list[tuple[str, list[re.Pattern[str]]]]:
