@@ -141,7 +141,7 @@ def read_file_bytes(path: Any, confinement: Any = None) -> bytes:
 def map_file_bytes(path: Any, confinement: Any = None) -> Any:
     """A metrics file's bytes mapped read-only (``mmap``), through the confinement when there is one: a
     400 MB log is not copied (``read`` of one cost ~0.3 s of CPU; the mapping's page faults ~0.06 s).
-    The result slices, ``find``\ s and exports buffers (``memoryview``, ``numpy.frombuffer``) as ``bytes``
+    The result slices, ``find``-s and exports buffers (``memoryview``, ``numpy.frombuffer``) as ``bytes``
     do. Meant for append-only files (a W&B transaction log): a file cut shorter while mapped would
     fault its reader. An empty file, or one that cannot be mapped, is read (:func:`read_file_bytes`)."""
     import mmap
