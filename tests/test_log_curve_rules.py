@@ -239,3 +239,27 @@ def test_points_of_one_step_are_averaged_and_keep_the_steps_first_line() -> None
     events = [ev for ev in mc.detect() if ev.rule == "throughput-drop"]
     assert len(events) == 1 and events[0].step == 30 and events[0].line == first_line[30]
     assert events[0].numbers["before"] == pytest.approx(650.0) and events[0].numbers["after"] == pytest.approx(300.0)
+
+
+def test_the_log_checks_are_the_runs_functions() -> None:
+    """Zero streak, spike and NaN/Inf of a text log are detectors.zero_streak, .spike and .first_nonfinite: a
+    text log's zero-reward streak is the longest (``pick: longest`` under the rule's ``logs:``: the streak that
+    ended the run), a run's the first (the circuit breaker stops there); a spike before the first NaN is
+    named on both paths (the NaN by the non-finite rule)."""
+    from rlmedic.tools.runs import detectors
+    from rlmedic.tools.runs.curves import make_curve
+
+    reward = [0.4] * 5 + [0.0] * 10 + [0.5] * 10 + [0.0] * 30
+    lines = "".join(f"step:{i} - critic/score/mean:{v} - actor/grad_norm:{60.0 if i == 40 else 0.5} - "
+                    f"actor/pg_loss:{'nan' if i >= 45 else 0.1}\n" for i, v in enumerate(reward, 1))
+    d = diagnose_text(lines, "verl.log")
+    ids = {f.id: f for f in d.findings}
+    zero = ids["zero-reward-streak"]
+    assert zero.line == 26 and zero.evidence["numbers"]["zero_steps"] == 30 and "until the log ends" in zero.summary
+    assert ids["grad-norm-spike"].line == 40 and ids["nonfinite-loss"].line == 45
+    rule = next(r for r in builtin_rules()["rules"] if r["id"] == "zero-reward")
+    run_det = detectors.zero_streak(rule, make_curve("critic/score/mean", range(1, 56), reward))
+    assert run_det is not None and run_det.step == 6 and run_det.numbers["zero_points"] == 10
+    grad = [0.5] * 39 + [60.0] + [0.5] * 5 + [float("nan")] * 10
+    spike_rule = next(r for r in builtin_rules()["rules"] if r["id"] == "grad-norm-spike")
+    assert detectors.spike(spike_rule, make_curve("actor/grad_norm", range(1, 56), grad)).step == 40

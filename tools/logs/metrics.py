@@ -92,6 +92,15 @@ class MetricEvent:
     detection: Any = None
 
 
+def _points(s: Series) -> Any:
+    """A series as the curve checks read it (``detectors.Points``), point for point (the text-log checks count
+    printed points: a zero streak of 10 is 10 printed zeros)."""
+    from rlmedic.tools.runs.detectors import Points
+
+    pts = s.points
+    return Points(s.key, [p.step for p in pts], [p.value for p in pts], lines=[p.line for p in pts])
+
+
 def _per_step(s: Series) -> Any:
     """A series as the curve checks read it (``detectors.Points``): one point a step, as a run logs it. Points
     of one step in a row (several rollout workers' lines, a step printed twice) are averaged, as a metrics
@@ -564,39 +573,34 @@ class MetricCollector:
         )
 
     def _zero_streak(self, s: Series, rule: dict[str, Any] | None) -> MetricEvent | None:
+        """The run folders' ``detectors.zero_streak`` on the series' points, with the longest streak
+        (``pick: longest`` under the rule's ``logs:``)."""
         if not rule:
             return None
-        need = int(rule.get("min_steps", 10))
-        best_start, best_len, run_start, run_len = -1, 0, -1, 0
-        for i, p in enumerate(s.points):
-            if p.value == 0.0:
-                if run_len == 0:
-                    run_start = i
-                run_len += 1
-                if run_len > best_len:
-                    best_start, best_len = run_start, run_len
-            else:
-                run_len = 0
-        if best_len < need:
+        from rlmedic.tools.runs.detectors import zero_streak
+
+        det = zero_streak(rule, _points(s))
+        if det is None or det.index is None:
             return None
-        first = s.points[best_start]
-        last = s.points[best_start + best_len - 1]
-        prior = [p.value for p in s.points[:best_start] if math.isfinite(p.value)]
-        ongoing = best_start + best_len == len(s.points)
+        need = int(rule.get("min_steps", 10))
+        start, length = det.index, int(det.numbers["zero_points"])
+        first, last = s.points[start], s.points[start + length - 1]
+        prior = [p.value for p in s.points[:start] if math.isfinite(p.value)]
+        ongoing = bool(det.numbers["ongoing"])
         if prior:
             how = f"dropped to 0 at step {first.step} (it was {prior[-1]:.3g} just before)"
         else:
             how = f"was 0 from the first logged step ({first.step})"
         summary = (
-            f"{s.key} {how} and stayed 0 for {best_len} consecutive steps"
+            f"{s.key} {how} and stayed 0 for {length} consecutive steps"
             f"{' until the log ends' if ongoing else f' (to step {last.step})'}: every rollout is failing "
             f"(a dead or disconnected inference server, or a broken reward function / labels); "
             f"a circuit breaker stops after {need}"
         )
         return self._event(
-            "zero_reward", s, best_start, rule, kind="reward", severity="error", category="reward_collapse",
+            "zero_reward", s, start, rule, kind="reward", severity="error", category="reward_collapse",
             card=rule.get("card", "zero-reward-circuit-breaker"), summary=summary,
-            numbers={"first_zero_step": first.step, "zero_steps": best_len, "last_zero_step": last.step,
+            numbers={"first_zero_step": first.step, "zero_steps": length, "last_zero_step": last.step,
                      "reward_before": prior[-1] if prior else None},
         )
 
@@ -634,40 +638,40 @@ class MetricCollector:
 
     @staticmethod
     def _nonfinite(s: Series, rule: dict[str, Any]) -> MetricEvent | None:
-        for i, p in enumerate(s.points):
-            if not math.isfinite(p.value):
-                count = sum(1 for q in s.points if not math.isfinite(q.value))
-                return MetricCollector._event(
-                    "nonfinite", s, i, rule, kind=s.kind, severity="error", category="nan_loss",
-                    card=(rule.get("cards") or {}).get(s.kind, "nan-loss-explosion"),
-                    summary=f"{s.key} became {p.value} at step {p.step} ({count} non-finite value(s) in total)",
-                    numbers={"step": p.step, "nonfinite_count": count},
-                )
-        return None
+        """The run folders' ``detectors.first_nonfinite`` on the series' points."""
+        from rlmedic.tools.runs.detectors import first_nonfinite
+
+        det = first_nonfinite(rule, _points(s))
+        if det is None or det.index is None:
+            return None
+        p = s.points[det.index]
+        count = sum(1 for q in s.points if not math.isfinite(q.value))
+        return MetricCollector._event(
+            "nonfinite", s, det.index, rule, kind=s.kind, severity="error", category="nan_loss",
+            card=(rule.get("cards") or {}).get(s.kind, "nan-loss-explosion"),
+            summary=f"{s.key} became {p.value} at step {p.step} ({count} non-finite value(s) in total)",
+            numbers={"step": p.step, "nonfinite_count": count},
+        )
 
     @staticmethod
     def _spike(s: Series, rule: dict[str, Any]) -> MetricEvent | None:
-        window, factor, min_points = int(rule.get("window", 20)), float(rule.get("factor", 10)), int(rule.get("min_points", 5))
-        magnitudes: list[float] = []  # |value| of the points before the current one
-        for i, p in enumerate(s.points):
-            if not math.isfinite(p.value):
-                return None  # the non-finite rule reports this series
-            if len(magnitudes) >= min_points:
-                recent = sorted(magnitudes[-window:])
-                half = len(recent) // 2
-                base = recent[half] if len(recent) % 2 else (recent[half - 1] + recent[half]) / 2
-                if base > 0 and abs(p.value) > factor * base:
-                    return MetricCollector._event(
-                        "spike", s, i, rule, kind=s.kind, severity="warning", category="nan_loss",
-                        card=(rule.get("cards") or {}).get(s.kind, "high-gradient-norm"),
-                        summary=(
-                            f"{s.key} spiked to {p.value:.4g} at step {p.step}, "
-                            f"{abs(p.value) / base:.0f}x the recent median ({base:.3g})"
-                        ),
-                        numbers={"step": p.step, "value": p.value, "median_before": round(base, 6)},
-                    )
-            magnitudes.append(abs(p.value))
-        return None
+        """The run folders' ``detectors.spike`` on the series' points (those before its first NaN/Inf)."""
+        from rlmedic.tools.runs.detectors import spike
+
+        det = spike({**rule, "window": int(rule.get("window", 20)), "factor": float(rule.get("factor", 10)),
+                     "min_points": int(rule.get("min_points", 5))}, _points(s))
+        if det is None or det.index is None:
+            return None
+        p, base = s.points[det.index], float(det.numbers["median_before"])
+        return MetricCollector._event(
+            "spike", s, det.index, rule, kind=s.kind, severity="warning", category="nan_loss",
+            card=(rule.get("cards") or {}).get(s.kind, "high-gradient-norm"),
+            summary=(
+                f"{s.key} spiked to {p.value:.4g} at step {p.step}, "
+                f"{abs(p.value) / base:.0f}x the recent median ({base:.3g})"
+            ),
+            numbers={"step": p.step, "value": p.value, "median_before": round(base, 6)},
+        )
 
     @staticmethod
     def _length_cap(s: Series, rule: dict[str, Any]) -> MetricEvent | None:

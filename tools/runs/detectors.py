@@ -219,12 +219,28 @@ def length_cap(rule: dict[str, Any], run: Run, keys: dict[str, str],
 
 
 def zero_streak(rule: dict[str, Any], c: Any) -> Detection | None:
-    """The first run of ``min_steps`` zeros in a row (the circuit breaker's rule: it stops there)."""
+    """A run of ``min_steps`` zeros in a row: the first one (the circuit breaker's rule: it stops there), or with
+    ``pick: longest`` (text logs, ``logs:`` of the rule) the longest one, the first of equals: a log read after
+    the fact names the streak that ended the run rather than an early one it recovered from."""
     c = Points.of(c)
     zero = [v == 0.0 for v in c.values]
-    i = _first_run(zero, rule.get("min_steps", 10))
-    if i is None:
-        return None
+    need = rule.get("min_steps", 10)
+    if rule.get("pick") == "longest":
+        i, best, j = None, 0, 0
+        while j < len(zero):
+            if zero[j]:
+                end = _run_end(zero, j)
+                if end - j > best:
+                    i, best = j, end - j
+                j = end
+            else:
+                j += 1
+        if i is None or best < max(1, need):
+            return None
+    else:
+        i = _first_run(zero, need)
+        if i is None:
+            return None
     end = _run_end(zero, i)
     before = _median(c.values[max(0, i - 5):i])
     return Detection(rule, c.key, int(c.steps[i]), before, 0.0,
@@ -289,10 +305,12 @@ def spike(rule: dict[str, Any], c: Any) -> Detection | None:
     c = Points.of(c)
     window, factor = rule.get("window", 20), rule["factor"]
     mags = [abs(x) for x in (c.peaks if c.peaks is not None else c.values)]
-    n = len(mags)
+    # the points before the first NaN/Inf (the non-finite rule reports that one): a spike just before it is
+    # its usual prelude, worth naming
+    n = next((j for j, m in enumerate(mags) if not math.isfinite(m)), len(mags))
     start = rule.get("min_points", 5)
-    if n <= start or not all(math.isfinite(m) for m in mags):
-        return None  # the non-finite rule reports a curve with NaN
+    if n <= start:
+        return None
     recent = sorted(mags[max(0, start - window):start])
     for i in range(start, n):
         k = len(recent)
@@ -308,23 +326,32 @@ def spike(rule: dict[str, Any], c: Any) -> Detection | None:
     return None
 
 
+def first_nonfinite(rule: dict[str, Any], c: Any) -> Detection | None:
+    """A curve's first NaN/Inf (a run's curve noted it before bucketing: its exact step)."""
+    c = Points.of(c)
+    if c.first_nonfinite is not None:
+        step, value = c.first_nonfinite
+        i = bisect.bisect_left(c.steps, step)
+    else:
+        i = next((j for j, v in enumerate(c.values) if not math.isfinite(v)), -1)
+        if i < 0:
+            return None
+        step, value = int(c.steps[i]), c.values[i]
+    return Detection(rule, c.key, int(step), _median(c.values[max(0, i - 5):i]), value, {"value": str(value)}, index=i)
+
+
 def nonfinite(rule: dict[str, Any], run: Run, keys: dict[str, str],
               get: Callable[[str], Points | None] | None = None) -> Detection | None:
-    """The earliest NaN/Inf among the rule's concepts' curves (a curve notes its first one before bucketing)."""
+    """The earliest NaN/Inf among the rule's concepts' curves."""
     if get is None:
         get = _getter(run)
-    best: tuple[int, Points, float] | None = None
+    best: Detection | None = None
     for concept in rule["concepts"]:
         c = get(keys.get(concept, ""))
-        if c is not None and c.first_nonfinite is not None:
-            step, value = c.first_nonfinite
-            if best is None or step < best[0]:
-                best = (step, c, value)
-    if best is None:
-        return None
-    step, c, value = best
-    i = bisect.bisect_left(c.steps, step)
-    return Detection(rule, c.key, step, _median(c.values[max(0, i - 5):i]), value, {"value": str(value)}, index=i)
+        det = None if c is None else first_nonfinite(rule, c)
+        if det is not None and (best is None or det.step < best.step):
+            best = det
+    return best
 
 
 def stopped(rule: dict[str, Any], run: Run, now: float | None = None) -> Detection | None:
