@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rlmedic.tools.logs.metrics import MAX_POINTS, MAX_SERIES, MAX_SERIES_PER_FILE, MetricCollector, Point, Series
+from rlmedic.tools.logs.metrics import MAX_POINTS, MAX_SERIES, MAX_SERIES_OF_KIND, MAX_SERIES_PER_FILE, MetricCollector, Point, Series
 from rlmedic.tools.logs.metrics import _AREAL_STEP, _DICT_PAIR, _GRID_PAIR, _JSON_PAIR, _KV_PAIR, _RAY_PREFIX, _SLIME_STEP
 from rlmedic.tools.logs.metrics import _STEP_KEYS, _VERL_STEP
 from rlmedic.tools.logs.scan import _BAR, _METRIC_ONLY, _NON_FINITE_ONLY, FileInfo, Scanner, clean_line
@@ -216,6 +216,11 @@ class ReferenceCollector(MetricCollector):
             per_file = self._series_per_file.get(file_index, 0)
             if per_file >= MAX_SERIES_PER_FILE or len(self.series) >= MAX_SERIES:
                 return
+            if kind in MAX_SERIES_OF_KIND:  # a cap added with the curve rules' series (not the fast path's work)
+                of_kind = self._series_of_kind.get((file_index, kind), 0)
+                if of_kind >= MAX_SERIES_OF_KIND[kind]:
+                    return
+                self._series_of_kind[(file_index, kind)] = of_kind + 1
             self._series_per_file[file_index] = per_file + 1
             series = self.series[skey] = Series(key=key, kind=kind, file_index=file_index)
         if step is None:

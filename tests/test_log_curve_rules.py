@@ -263,3 +263,21 @@ def test_the_log_checks_are_the_runs_functions() -> None:
     grad = [0.5] * 39 + [60.0] + [0.5] * 5 + [float("nan")] * 10
     spike_rule = next(r for r in builtin_rules()["rules"] if r["id"] == "grad-norm-spike")
     assert detectors.spike(spike_rule, make_curve("actor/grad_norm", range(1, 56), grad)).step == 40
+
+
+def test_validation_scores_do_not_crowd_out_the_training_series() -> None:
+    """verl prints its validation scores per data source and statistic first (validation before training):
+    64 of them would have taken all of a file's 64 series; a file keeps 8, and its reward and loss."""
+    from rlmedic.tools.logs.metrics import MAX_SERIES_OF_KIND
+
+    from rlmedic.tools.logs.scan import MAX_LINE_CHARS
+
+    val = " - ".join(f"val-core/d{j}/acc/mean@{n}:.5" for j in range(16) for n in (1, 2, 4, 8))
+    lines = [f"step:0 - {val}"]
+    assert len(lines[0]) < MAX_LINE_CHARS  # all 64 are read
+    lines += [f"(TaskRunner pid=1024) step:{i} - critic/score/mean:0.0 - actor/pg_loss:0.1 - actor/kl_loss:0.001 - "
+              f"actor/entropy:0.5 - actor/grad_norm:0.3 - perf/throughput:1000 - timing_s/step:30 - "
+              + " - ".join(f"x{j}/grad_norm:0.1" for j in range(30)) for i in range(1, 15)]
+    d = diagnose_text("\n".join(lines) + "\n", "verl.log")
+    assert len(d.stats["metrics"]["val_score"]) == MAX_SERIES_OF_KIND["val_score"]
+    assert "critic/score/mean" in d.stats["metrics"]["reward"] and "zero-reward-streak" in [f.id for f in d.findings]

@@ -31,9 +31,16 @@ from typing import Any
 MAX_POINTS = 50_000
 #: Series one file may hold, and all files together. The cap used to be 64 in all: a folder of
 #: 16 rank logs of five series each left the last three ranks without any (a NaN there went
-#: unseen), and made a scan on several processes fall back to one.
+#: unseen), and made a scan on several processes fall back to one. 512 in all since text logs also keep the
+#: series the curve rules read (KL, log-prob gap, staleness, throughput, step time, validation: one to six
+#: more a file): the 66 fixture logs of tests/fixtures/logs/signatures went from ~330 series to 388.
 MAX_SERIES_PER_FILE = 64
-MAX_SERIES = 384
+MAX_SERIES = 512
+#: Series one file may hold of a kind whose keys are an open family: verl prints validation scores per data
+#: source and statistic (``val-core/<source>/<var>/mean@N``, ``maj@N/mean``, ``best@N/mean``...) on its first
+#: line (validation before training), which would otherwise take the file's 64 before the training keys
+#: (the reward, the loss) show up. The divergence rule reads one.
+MAX_SERIES_OF_KIND = {"val_score": 8}
 
 _AREAL_STEP = re.compile(r"Train step (\d+)/(\d+) done")
 _SLIME_STEP = re.compile(r"(?:^|[\s\]:-])(step|rollout|perf|eval) (\d+): \{")
@@ -141,6 +148,7 @@ class MetricCollector:
         self.step_lines: dict[int, list[tuple[int, int]]] = {}  # file -> [(line, step)] (bounded)
         self._counters: dict[tuple[int, str], int] = {}
         self._series_per_file: dict[int, int] = {}
+        self._series_of_kind: dict[tuple[int, str], int] = {}  # (file, kind) -> series (MAX_SERIES_OF_KIND)
 
     @functools.cached_property
     def _kinds(self) -> list[tuple[str, list[re.Pattern[str]]]]:
@@ -326,6 +334,11 @@ class MetricCollector:
             per_file = self._series_per_file.get(file_index, 0)
             if per_file >= MAX_SERIES_PER_FILE or len(self.series) >= MAX_SERIES:
                 return
+            if kind in MAX_SERIES_OF_KIND:
+                of_kind = self._series_of_kind.get((file_index, kind), 0)
+                if of_kind >= MAX_SERIES_OF_KIND[kind]:
+                    return
+                self._series_of_kind[(file_index, kind)] = of_kind + 1
             self._series_per_file[file_index] = per_file + 1
             series = self.series[skey] = Series(key=key, kind=kind, file_index=file_index)
         if step is None:
@@ -386,6 +399,9 @@ class MetricCollector:
             series.file_index = file_index
             self.series[(file_index, key)] = series
         self._series_per_file[file_index] = len(state["series"])
+        for _key, series in state["series"]:
+            if series.kind in MAX_SERIES_OF_KIND:
+                self._series_of_kind[(file_index, series.kind)] = self._series_of_kind.get((file_index, series.kind), 0) + 1
         for name, target in (("current_step", self.current_step), ("last_step", self.last_step),
                              ("total_steps", self.total_steps), ("step_lines", self.step_lines),
                              ("file_keys", self._file_keys), ("frameworks", self.frameworks)):
