@@ -712,7 +712,7 @@ class _Builder:
             id=str(rule["id"]),
             category=ev.category,
             severity=ev.severity,  # type: ignore[arg-type]
-            summary=f"{_summary(det, None)} at {where}",  # type: ignore[arg-type] - run is read by 'stopped' only
+            summary=_summary(det, None),  # type: ignore[arg-type] - run is read by 'stopped' only; file:line below
             file=info.name,
             line=ev.line,
             key=ev.key,
