@@ -281,3 +281,24 @@ def test_validation_scores_do_not_crowd_out_the_training_series() -> None:
     d = diagnose_text("\n".join(lines) + "\n", "verl.log")
     assert len(d.stats["metrics"]["val_score"]) == MAX_SERIES_OF_KIND["val_score"]
     assert "critic/score/mean" in d.stats["metrics"]["reward"] and "zero-reward-streak" in [f.id for f in d.findings]
+
+
+@pytest.mark.parametrize("fw", ["verl", "slime", "areal"])
+def test_a_truncation_ratio_over_a_fifth_is_the_runs_length_cap(fw: str) -> None:
+    """A fifth or more of the responses cut for 3 steps (the runs' length-cap rule, by its function) where the
+    log's own length checks are silent (under no-eos' 0.9, no length plateau); where one of those fires it
+    alone speaks (the same cause)."""
+    series, onset = curves("healthy", fw, seed=4)
+    ratio = KEYS[fw]["truncation_ratio"]
+    steps, values = series[ratio]
+    series[ratio] = (steps, [0.35 if s >= 120 else v for s, v in zip(steps, values)])
+    text = RENDER[fw](series)
+    d = diagnose_text(text, f"{fw}.log")
+    f = next(f for f in d.findings if f.id == "length-cap")
+    assert f.key == ratio and f.evidence["step"] == 120 and _step_of_line(text, f.line, fw) == 120
+    assert f.evidence["numbers"]["truncation_ratio"] == pytest.approx(0.35)
+    assert KEYS[fw]["reward"] in f.evidence["related"]
+    assert not {"generation-never-stops", "response-length-cap"} & {g.id for g in d.findings}
+    series, onset = curves("length_cap", fw, seed=4)  # the ratio at 0.85 and the length pressed at the cap
+    ids = {g.id for g in diagnose_text(RENDER[fw](series), f"{fw}.log").findings}
+    assert "response-length-cap" in ids and "length-cap" not in ids

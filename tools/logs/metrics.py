@@ -509,15 +509,18 @@ class MetricCollector:
                 ev = self._no_eos(s, rules["no_eos"])
                 if ev:
                     events.append(ev)
-        events += self._curve_rule_events({ev.file_index for ev in events if ev.rule == "zero_reward"})
+        events += self._curve_rule_events({ev.file_index for ev in events if ev.rule == "zero_reward"},
+                                          {ev.file_index for ev in events if ev.rule in ("no_eos", "length_cap")})
         return events
 
-    def _curve_rule_events(self, zero_files: set[int]) -> list[MetricEvent]:
+    def _curve_rule_events(self, zero_files: set[int], length_files: set[int]) -> list[MetricEvent]:
         """The curve rules of detectors.yaml with no text-log check of their own (entropy collapse, KL blow-up,
-        log-prob gap, staleness, throughput, step time, flat reward, reward/validation divergence), run per file
-        on its series by the very checks run folders use (``detectors.check_series``: plain lists, no numpy).
-        A rule's concept reads the series its ``log_series`` entry names; a flat reward is no finding where the
-        reward sat at 0 (the zero-reward streak is)."""
+        log-prob gap, staleness, throughput, step time, flat reward, reward/validation divergence, length cap),
+        run per file on its series by the very checks run folders use (``detectors.check_series``: plain lists,
+        no numpy). A rule's concept reads the series its ``log_series`` entry names. Not a finding: a flat reward
+        where the reward sat at 0 (the zero-reward streak is one), a length cap (a truncation ratio of 0.2 or
+        more) where a text log's own length check fired (generations that never stop, a length plateau: the
+        same cause, already said)."""
         from rlmedic.tools.runs.detectors import Points, check_series, series_rules
         from rlmedic.tools.runs.vocabulary import builtin_vocabulary
 
@@ -549,6 +552,8 @@ class MetricCollector:
                 return points[id(s)]
 
             for rule in rules:
+                if rule["check"] == "length_cap" and file_index in length_files:
+                    continue
                 det = check_series(rule, get, zero_fired=file_index in zero_files)
                 if det is None or det.index is None:
                     continue

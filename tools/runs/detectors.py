@@ -422,8 +422,10 @@ _CURVE_CHECKS: dict[str, Callable[[dict[str, Any], Any], Detection | None]] = {
     "falls_below": falls_below, "rises_above": rises_above, "zero_streak": zero_streak, "flat": flat,
     "spike": spike,
 }
-#: the checks that read one or two curves by concept (no whole run): text logs run these too
-SERIES_CHECKS = (*_CURVE_CHECKS, "diverge")
+#: the checks that read curves by concept: text logs run these too (length_cap there from a truncation ratio
+#: alone: a log has no configured cap, and no longest-response series)
+SERIES_CHECKS = (*_CURVE_CHECKS, "diverge", "length_cap")
+_LENGTH_CONCEPTS = ("reward", "truncation_ratio", "response_length", "response_length_max")
 CHECKS = (*_CURVE_CHECKS, "length_cap", "diverge", "nonfinite", "stopped")
 #: the text-log checks (``tools/logs/metrics.py``) a rule's ``logs:`` may name
 LOG_CHECKS = ("zero_reward", "reward_collapse", "nonfinite", "spike", "length_cap", "no_eos")
@@ -435,6 +437,8 @@ def check_series(rule: dict[str, Any], get: Callable[[str], Points | None], zero
     the one dispatch run folders and text logs share. ``flat`` is skipped where a zero streak fired (a curve
     stuck at 0 is that finding, not a flat one)."""
     check = rule["check"]
+    if check == "length_cap":
+        return length_cap(rule, Run(path="", source="log", name=""), {c: c for c in _LENGTH_CONCEPTS}, get)
     if check == "diverge":
         val = get(rule["concept"])
         return None if val is None else diverge(rule, val, get(rule["other"]))
@@ -468,11 +472,11 @@ def detect(run: Run, vocab: Vocabulary, rules: list[dict[str, Any]] | None = Non
         if check is None:
             continue  # a text-log rule (``logs:`` only)
         det: Detection | None = None
-        if check in SERIES_CHECKS:
+        if check == "length_cap":  # a run's configured cap too
+            det = length_cap(rule, run, keys, by_key)
+        elif check in SERIES_CHECKS:
             det = check_series(rule, by_concept, zero_fired)
             zero_fired = zero_fired or (check == "zero_streak" and det is not None)
-        elif check == "length_cap":
-            det = length_cap(rule, run, keys, by_key)
         elif check == "nonfinite":
             det = nonfinite(rule, run, keys, by_key)
         elif check == "stopped":
