@@ -18,7 +18,7 @@ from rlmedic.tools.cluster.options import JOB_HELP, RAY_ADDRESS_HELP, SINCE_HELP
 from rlmedic.ui.params import path as path_param
 
 if TYPE_CHECKING:
-    from rlmedic.tools.logs.diagnose import Diagnosis
+    from rlmedic.tools.logs.diagnosis import Diagnosis
     from rlmedic.tools.logs.scan import Source
     from rlmedic.types import Finding
 

@@ -43,6 +43,7 @@ from rlmedic.tools.logs.scan import (
     process_key,
 )
 from rlmedic.tools.logs.causality import Event, builtin_table as causal_table, describe_after, link
+from rlmedic.tools.logs.diagnosis import Diagnosis
 from rlmedic.tools.logs.metrics import MetricCollector, MetricEvent
 from rlmedic.tools.logs.nearest import nearest
 from rlmedic.tools.logs.tracebacks import Traceback, classify, quote, read_traceback
@@ -81,31 +82,6 @@ _METRIC_IDS = {
 #: A per-rank log file's name: ``rank3.log``, ``worker_rank-12.err``, ``node1_rank_3.txt``.
 _FILE_RANK = re.compile(r"(?i)rank[_-]?(\d+)")
 _WHEN = re.compile(r"^\s*(\w+)\s*(>=|<=|==|>|<)\s*([-\d.]+|\w+)\s*$")
-
-
-@dataclass
-class Diagnosis:
-    """Findings (root first, then its cascades, then the rest), the root's index, stats."""
-
-    findings: list[Finding]
-    root: int | None
-    stats: dict[str, Any] = field(default_factory=dict)
-    #: For excerpts (not part of the JSON): the first hit of each finding, by "file:line",
-    #: and each file's head and tail lines.
-    hits: dict[str, Hit] = field(default_factory=dict, repr=False)
-    files: list[FileInfo] = field(default_factory=list, repr=False)
-
-    @property
-    def root_finding(self) -> Finding | None:
-        return self.findings[self.root] if self.root is not None else None
-
-    def worst_severity(self) -> str | None:
-        if not self.findings:
-            return None
-        return min((f.severity for f in self.findings), key=severity_rank)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"findings": [f.to_dict() for f in self.findings], "root": self.root, "stats": self.stats}
 
 
 # ------------------------------------------------------------------ entry points --

@@ -220,7 +220,7 @@ def diagnose_runs(paths: list[str | os.PathLike[str]], *, confinement: Any = Non
 
 
 def _diagnose_runs(paths: list[Any], confinement: Any, all_runs: bool, now: float | None, stack: Any) -> Any:
-    from rlmedic.tools.logs.diagnose import Diagnosis
+    from rlmedic.tools.logs.diagnosis import Diagnosis
     from rlmedic.tools.runs.archive import run_root, unpacked
 
     started = time.perf_counter()
@@ -302,7 +302,11 @@ def _diagnose_runs(paths: list[Any], confinement: Any, all_runs: bool, now: floa
 
 
 def _console_diagnosis(run: Run, confinement: Any, name: str = "") -> Any:
-    """The run's console output diagnosed as a log (crashes the curves cannot show), or None."""
+    """The run's console output diagnosed as a log (crashes the curves cannot show), or None. The log
+    scanner is imported only for a run that has console output (~0.16 s)."""
+    lines = run.config.get("_output_lines")
+    if not run.log_file and not lines:
+        return None
     from rlmedic.tools.logs.diagnose import diagnose, diagnose_texts
 
     try:
@@ -311,7 +315,6 @@ def _console_diagnosis(run: Run, confinement: Any, name: str = "") -> Any:
                 return diagnose([run.log_file], confinement=confinement)
             text = read_file_bytes(run.log_file).decode("utf-8", errors="replace")
             return diagnose_texts([(name or run.log_file, text)])
-        lines = run.config.get("_output_lines")
         if lines:
             return diagnose_texts([(f"{run.path}/output (transaction log)", "\n".join(lines))])
     except UserError:
@@ -321,7 +324,7 @@ def _console_diagnosis(run: Run, confinement: Any, name: str = "") -> Any:
 
 def merge(curves: Any, log: Any) -> Any:
     """One diagnosis from a run's curves and its console log: the worse root leads, the rest follow."""
-    from rlmedic.tools.logs.diagnose import Diagnosis
+    from rlmedic.tools.logs.diagnosis import Diagnosis
 
     log_root = log.root_finding
     # the log's interruption guess is the curves' stopped-run check, which knows the files' age: keep one
