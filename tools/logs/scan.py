@@ -44,6 +44,9 @@ MATCH_CONTEXT_AFTER = 8
 PHASE_BEFORE = 40
 PHASE_AFTER = 6
 MAX_LINE_CHARS = 2000
+#: Characters of a stats line the metric collector reads: more than is shown (verl prints a step's ~100
+#: metrics on one line of several KB, timing_s/ and perf/ last), bounded for a hostile line.
+METRIC_LINE_CHARS = 8192
 #: Distinct candidate-line skeletons (digits deleted) whose verdict a scan remembers (:meth:`Scanner._cannot_match`).
 MAX_SKELETONS = 4096
 REDACT_MARGIN = 8192  # characters past the cut that are redacted with it (longer than any one secret)
@@ -334,6 +337,13 @@ def clean_line(raw: bytes | bytearray, limit: int | None = MAX_LINE_CHARS) -> st
     if limit is not None and len(text) > limit:
         text = cut_line(text)
     return text
+
+
+def metric_text(buf: bytearray, ls: int, le: int) -> str:
+    """A stats line as the metric collector reads it: cleaned as :func:`clean_line` does, up to
+    :data:`METRIC_LINE_CHARS` characters and not cut for display (no marker, nothing redacted: numbers
+    are read from it, it is never shown)."""
+    return clean_line(buf[ls:min(le, ls + 4 * METRIC_LINE_CHARS)], limit=None)[:METRIC_LINE_CHARS]
 
 
 def cut_line(text: str) -> str:
@@ -1137,7 +1147,7 @@ class Scanner:
                             if step_line and pos < sparse_to and pos >= tables_from and on_table is not None:
                                 line_no += buf.count(b"\n", counted, ls)
                                 counted = ls
-                                on_metric(fi, line_no, clean_line(buf[ls:le]))
+                                on_metric(fi, line_no, metric_text(buf, ls, le))
                                 found = self._table_below(buf, le, end, filled, line_no, counted, info, eof, matches, i,
                                                           tables_from)
                                 if found is not None:
@@ -1145,7 +1155,7 @@ class Scanner:
                                 continue
                         line_no += buf.count(b"\n", counted, ls)
                         counted = ls
-                        on_metric(fi, line_no, clean_line(buf[ls:le]))
+                        on_metric(fi, line_no, metric_text(buf, ls, le))
                         continue
             ls = buf.rfind(b"\n", start, pos) + 1
             if ls < start:
@@ -1191,11 +1201,11 @@ class Scanner:
                     met[lines_key] = seen
                     if seen > METRIC_LINES_FULL and lines_key not in budget_at:
                         lines_from = self._spent(buf, le, end, filled, info, eof, "lines")
-                    on_metric(fi, line_no, clean_line(buf[ls:le]))  # a stats line only
+                    on_metric(fi, line_no, metric_text(buf, ls, le))  # a stats line only
                 elif buf.find(_STEP_LINE, ls, le) >= 0 or nan_here or (not reports_non_finite and _NON_FINITE.search(buf, ls, le)):
                     # read for signatures only: AReaL's step line (its table takes the step from it) and a
                     # line holding a nan or an inf still go to the collector
-                    on_metric(fi, line_no, clean_line(buf[ls:le]))
+                    on_metric(fi, line_no, metric_text(buf, ls, le))
             else:
                 self._handle_line(buf, ls, le, filled, line_no, ids, info)
         line_no += buf.count(b"\n", counted, end)
@@ -1235,7 +1245,7 @@ class Scanner:
             if seen > METRIC_TABLES_FULL and key not in self._budget_at:
                 tables_from = self._spent(buf, block_end, end, filled, info, eof, "tables")
         else:  # a table of one row: read as a line, as the scan does where rows are reported
-            self.on_metric(fi, line_no, clean_line(buf[ls:row_end]))  # type: ignore[misc]
+            self.on_metric(fi, line_no, metric_text(buf, ls, row_end))  # type: ignore[misc]
             block_end = row_end
         line_no, counted, i = self._literals_inside(buf, matches, i, block_end, 0, end, filled, line_no, counted, info)
         return line_no, counted, i, tables_from
@@ -1353,7 +1363,7 @@ class Scanner:
         full = clean_line(buf[ls:le], limit=None)  # signatures see the whole line, however long
         text = full if len(full) <= MAX_LINE_CHARS else clean_line(buf[ls:le])
         if metric:
-            self.on_metric(info.index, line_no, text)  # type: ignore[misc]
+            self.on_metric(info.index, line_no, full[:METRIC_LINE_CHARS])  # type: ignore[misc]
         if not ids:
             return
         by_id = self.catalog.by_id
