@@ -27,7 +27,7 @@ _DISABLE = re.compile(r"(?i)^\s*(?:turn off|disable|switch off)\b")
 
 #: verl's Hydra config roots; AReaL's dotted keys; slime's flags (see rlmedic.agent.compose).
 _VERL_ROOTS = ("actor_rollout_ref.", "critic.", "trainer.", "reward_model.", "custom_reward_function.",
-               "algorithm.", "data.", "ray_init.", "ray_kwargs.")
+               "algorithm.", "data.", "ray_init.", "ray_kwargs.", "reward.")  # reward.: verl 0.8+
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from rlmedic.types import FRAMEWORKS, Fix
 from rlmedic.ui.cli import app
 
 QUESTIONS = Path(__file__).parent / "data" / "verl_questions.yaml"
-VERL_KEY = re.compile(r"^(?:actor_rollout_ref|critic|trainer|reward_model|custom_reward_function|algorithm|data|ray_init)\.")
+VERL_KEY = re.compile(r"^(?:actor_rollout_ref|critic|trainer|reward_model|reward|custom_reward_function|algorithm|data"
+                      r"|ray_init|ray_kwargs)\.")
 runner = CliRunner()
 
 
