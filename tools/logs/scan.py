@@ -918,8 +918,10 @@ class Scanner:
             cores = os.cpu_count() or 1
         # a forked worker starts in milliseconds; one from a fork server imports and loads the catalog
         # again, which on 2 cores ate the gain
+        if len(sources) < 2 or cores < 2 or self.groups or self.bytes_read or self.truncated:
+            return 1  # one file (the common case) asks no more: _fork_is_safe imports multiprocessing (~10 ms)
         limit = int(raw) if raw.isdigit() else (cores if cores >= PARALLEL_MIN_CORES or _fork_is_safe() else 1)
-        if min(limit, cores, len(sources)) < 2 or self.groups or self.bytes_read or self.truncated:
+        if min(limit, cores, len(sources)) < 2:
             return 1
         if any(src.path is None or src.stream is not None or src.data is not None for src in sources):
             return 1
