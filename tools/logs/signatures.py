@@ -137,43 +137,22 @@ class Catalog:
 # ------------------------------------------------------------------ literals ------
 
 
-def _branch_literals(seq: Any) -> list[str] | None:
-    """Best set of substrings such that every match of ``seq`` contains one of them."""
-    LIT, SUB, BRANCH, IN = _sre_const.LITERAL, _sre_const.SUBPATTERN, _sre_const.BRANCH, _sre_const.IN
-    repeats = {_sre_const.MAX_REPEAT, _sre_const.MIN_REPEAT}
-    if hasattr(_sre_const, "POSSESSIVE_REPEAT"):
-        repeats.add(_sre_const.POSSESSIVE_REPEAT)
+def _any_of(needs: Needs) -> list[str] | None:
+    """The best set of substrings one of which every match holds, from what it needs (:func:`_needs`):
+    the set whose shortest member is longest, then the smallest; the first such in pattern order."""
     best: list[str] | None = None
 
     def score(cands: list[str]) -> tuple[int, int]:
         return (min(len(c) for c in cands), -len(cands))
 
-    def consider(cands: list[str] | None) -> None:
-        nonlocal best
-        if cands and all(cands) and (best is None or score(cands) > score(best)):
+    for item in needs:
+        if isinstance(item, str):
+            cands: list[str] | None = [item]
+        else:
+            sets = [_any_of(alt) for alt in item]
+            cands = sorted({x for one in sets for x in one}) if all(sets) else None  # type: ignore[union-attr]
+        if cands and (best is None or score(cands) > score(best)):
             best = cands
-
-    run: list[str] = []
-    for op, av in seq:
-        if op is LIT:
-            run.append(chr(av))
-            continue
-        if op is IN and len(av) == 1 and av[0][0] is LIT:
-            run.append(chr(av[0][1]))
-            continue
-        if run:
-            consider(["".join(run)])
-            run = []
-        if op is SUB:
-            consider(_branch_literals(av[-1]))
-        elif op is BRANCH:
-            alts = [_branch_literals(b) for b in av[1]]
-            if all(a is not None for a in alts):
-                consider(sorted({x for a in alts for x in a}))  # type: ignore[union-attr]
-        elif op in repeats and av[0] >= 1:
-            consider(_branch_literals(av[2]))
-    if run:
-        consider(["".join(run)])
     return best
 
 
@@ -181,7 +160,7 @@ def required_literals(pattern: str) -> list[Literal] | None:
     """Substrings one of which every match of ``pattern`` contains; ``None`` if none found."""
     parsed = _sre_parse.parse(pattern)
     caseless = bool(parsed.state.flags & re.IGNORECASE)
-    lits = _branch_literals(list(parsed))
+    lits = _any_of(_needs(list(parsed)))
     if not lits or min(len(x) for x in lits) < _MIN_LITERAL:
         return None
     return [Literal(x, caseless) for x in lits]
