@@ -19,28 +19,11 @@ from rlmedic.tools.runs import wandb as wb
 from rlmedic.tools.runs.diagnose import diagnose_runs
 from rlmedic.tools.runs.vocabulary import builtin_vocabulary
 
+from runs_compare import assert_same_run
 from runs_data import CAP, curves, write_wandb
 
 HAVE_WANDB = importlib.util.find_spec("wandb") is not None
 NOW = 2.0e9  # a fixed "now": the stopped-run check compares the files' age with it
-
-
-def _same_run(a: Any, b: Any) -> None:
-    assert a.keys == b.keys and sorted(a.curves) == sorted(b.curves)  # (a W&B run's curves come from a set)
-    assert (a.last_wall, a.step_interval, a.finished, a.exit_code, a.notes, a.config) == \
-        (b.last_wall, b.step_interval, b.finished, b.exit_code, b.notes, b.config)
-    for key, x in a.curves.items():
-        y = b.curves[key]
-        assert repr((x.total, x.end, x.first_nonfinite)) == repr((y.total, y.end, y.first_nonfinite)), key
-        for f in ("steps", "values", "peaks"):
-            u, w = getattr(x, f), getattr(y, f)
-            assert (u is None) == (w is None), (key, f)
-            if u is not None:
-                assert [repr(v) for v in u.tolist()] == [repr(v) for v in w.tolist()], (key, f)  # -0.0, NaN alike
-        assert (x.raw is None) == (y.raw is None)
-        if x.raw is not None:
-            for u, w in zip(x.raw, y.raw):
-                assert np.array_equal(u, w, equal_nan=True), key
 
 
 def _findings(path: Path) -> list[tuple[Any, ...]]:
@@ -88,7 +71,7 @@ def test_wandb_fast_parts_read_as_wandbs_protobuf_parse(wandb_runs: list[Path], 
                 for attr, value in patches.items():
                     m.setattr(wb, attr, value)
                 other = (wb.read_run(folder, keep=vocab.known), _findings(folder))
-            _same_run(fast[0], other[0])
+            assert_same_run(fast[0], other[0], curve_order=False)
             assert fast[1] == other[1], (pathology, name)
 
 

@@ -11,33 +11,16 @@ import random
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from rlmedic.tools.runs import dumps, jsonl_fast
 from rlmedic.tools.runs.diagnose import diagnose_runs
 from rlmedic.tools.runs.vocabulary import builtin_vocabulary
 
+from runs_compare import assert_same_run
 from runs_data import curves, rows
 
 NOW = 2.0e9
-
-
-def _same_run(a: Any, b: Any) -> None:
-    assert a.keys == b.keys and list(a.curves) == list(b.curves)
-    assert (a.last_wall, a.step_interval) == (b.last_wall, b.step_interval)
-    for key, x in a.curves.items():
-        y = b.curves[key]
-        assert repr((x.total, x.end, x.first_nonfinite)) == repr((y.total, y.end, y.first_nonfinite)), key
-        for f in ("steps", "values", "peaks"):
-            u, w = getattr(x, f), getattr(y, f)
-            assert (u is None) == (w is None), (key, f)
-            if u is not None:
-                assert [repr(v) for v in u.tolist()] == [repr(v) for v in w.tolist()], (key, f)  # -0.0, NaN alike
-        assert (x.raw is None) == (y.raw is None)
-        if x.raw is not None:
-            for u, w in zip(x.raw, y.raw):
-                assert np.array_equal(u, w, equal_nan=True), key
 
 
 def _read_both(path: Path, monkeypatch: pytest.MonkeyPatch, keep: bool = True) -> tuple[Any, Any, int]:
@@ -81,11 +64,11 @@ def test_a_dump_of_one_layout_is_read_in_blocks_as_the_line_parse_reads_it(tmp_p
                             ("torn", lines + ['{"step": 101, "_timestamp": 17'], ""),
                             ("compact", [json.dumps(json.loads(x), separators=(",", ":")) for x in lines], "\n")):
         fast, slow, in_blocks = _read_both(_write(tmp_path / f"{name}.jsonl", text, end), monkeypatch)
-        _same_run(fast, slow)
+        assert_same_run(fast, slow)
         assert in_blocks == 100, name  # every line but a torn last one in blocks
     for keep in (True, False):
         fast, slow, _n = _read_both(tmp_path / "plain.jsonl", monkeypatch, keep=keep)
-        _same_run(fast, slow)
+        assert_same_run(fast, slow)
 
 
 # each returns the lines of a dump whose lines differ from the first somewhere (or not)
@@ -172,7 +155,7 @@ def test_lines_that_differ_give_what_the_line_parse_gives(name: str, chunk: int,
     lines = _variants()[name]
     for keep in (True, False):
         fast, slow, in_blocks = _read_both(_write(tmp_path / "metrics.jsonl", lines), monkeypatch, keep=keep)
-        _same_run(fast, slow)
+        assert_same_run(fast, slow)
         if chunk == 16 and name not in _NO_BLOCKS:
             assert in_blocks >= 48, (name, in_blocks)  # the blocks with no odd line are still read as blocks
 
@@ -188,7 +171,7 @@ def test_crlf_and_lone_carriage_returns_are_left_to_the_line_parse(tmp_path: Pat
         path = tmp_path / f"{name}.jsonl"
         path.write_bytes(text.encode())
         fast, slow, in_blocks = _read_both(path, monkeypatch)
-        _same_run(fast, slow)
+        assert_same_run(fast, slow)
         assert in_blocks == 0
 
 
@@ -218,4 +201,4 @@ def test_tiny_and_odd_dumps(text: str, tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "metrics.jsonl"
     path.write_text(text)
     fast, slow, _n = _read_both(path, monkeypatch, keep=False)
-    _same_run(fast, slow)
+    assert_same_run(fast, slow)
