@@ -268,7 +268,8 @@ def _known(inq: Inquiry, case: Case, texts: list[str], kb: Any) -> tuple[Any, li
     # most of its message's words; never a similarity of words alone
     backed = [m for m in matches if m.how != "similar" and same_stack(m, case.framework)
               and (m.certain or m.how == "exception" or m.shared <= RELATED_SHARED)]
-    lead = next((m for m in leading(backed) if _explains(m, case.root, [*texts, inq.question])), None)
+    elsewhere = {f.line for f in case.cascades if f.line and f.category != getattr(case.root, "category", None)}
+    lead = next((m for m in leading(backed) if _explains(m, case.root, [*texts, inq.question], elsewhere)), None)
     return lead, [m for m in backed if m is not lead][:2]
 
 
@@ -361,10 +362,12 @@ ERROR_WORDS = re.compile(r"(?i)error|exception|traceback|fail|fatal|abort|assert
 TRACEBACK_LINES = 40
 
 
-def _explains(m: Any, root: Any, texts: Sequence[str] = ()) -> bool:
+def _explains(m: Any, root: Any, texts: Sequence[str] = (), elsewhere: set[int] | frozenset[int] = frozenset()) -> bool:
     """Whether a certain known-issue match is about the root error (it then leads): there is no root,
     the record's category is the root's, or the line it matched is the root's own or follows it
-    within its traceback (a crash line, then the exception that names the bug)."""
+    within its traceback (a crash line, then the exception that names the bug). A line that is a
+    cascade's own (``elsewhere``: an NCCL watchdog after an OOM, shown around the root as context)
+    is about that cascade, not the root."""
     if root is None:
         # no failure in the evidence (texts end with the question): a record leads only on an error line
         # or on the user's own words, never on a metric or progress line of a run that may be healthy
@@ -375,17 +378,14 @@ def _explains(m: Any, root: Any, texts: Sequence[str] = ()) -> bool:
     line = (m.matched or "").strip()[:80]
     if not line:
         return False
+    # where the line is first in each text (file)
+    ats = [n for n in (next((n for n, c in enumerate(text.splitlines(), 1) if line in c), None) for text in texts)
+           if n is not None]
+    if any(n in elsewhere for n in ats):
+        return False
     if line in str(root.evidence.get("excerpt") or "") + " " + root.summary:
         return True
-    if not root.line:
-        return False
-    for text in texts:
-        for n, candidate in enumerate(text.splitlines(), 1):
-            if line in candidate:
-                if 0 <= n - root.line <= TRACEBACK_LINES:
-                    return True
-                break
-    return False
+    return bool(root.line) and any(0 <= n - root.line <= TRACEBACK_LINES for n in ats)
 
 
 #: Repositories of RL training frameworks (the part before ``#`` of a record's source, lowercased): a bug
