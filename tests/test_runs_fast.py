@@ -170,6 +170,59 @@ def test_block_walk_finds_the_chunks_the_chunk_walk_finds(wandb_runs: list[Path]
     assert walked >= len(copies) // 2  # most damage stays inside its block: the block walk answers itself
 
 
+def _log_of_chunks(chunks: list[tuple[int, bytes]]) -> bytes:
+    """A transaction log of the given ``(type, bytes)`` chunks, each kept inside its block (a block's tail
+    too short for a chunk header, or for the next chunk, is zero padding)."""
+    out = bytearray(wb.HEADER + b"\x00\x00\x00")
+    for kind, body in chunks:
+        room = wb.BLOCK - len(out) % wb.BLOCK
+        if room < wb.CHUNK_HEADER + len(body):
+            out += bytes(room)
+        crc = wb.zlib.crc32(body, wb._KIND_CRC[kind])
+        out += crc.to_bytes(4, "little") + len(body).to_bytes(2, "little") + bytes((kind,)) + body
+    return bytes(out)
+
+
+def test_spread_records_are_grouped_as_the_chunk_walk_groups_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records spread over chunks, grouped by numpy, against the chunk walk's pending list: whole
+    ``FIRST MIDDLE* LAST`` runs, and odd ones (a LAST or MIDDLE with no FIRST, a FIRST never closed, a
+    FIRST after a FIRST, pieces shorter than a record's number), history and summary records mixed."""
+    import random
+
+    rnd = random.Random(7)
+    for trial in range(40):
+        chunks = []
+        for num in range(1, 120):
+            field = rnd.choice([0x12, 0x12, 0x1A, 0x22])
+            body = _history_payload(num * rnd.choice([1, 127, 3000]), [(b"_step", str(num).encode()),
+                                    (b"k" * rnd.randrange(1, 30), b"0.5")] * rnd.randrange(1, 40))
+            at = 1 + next(i for i in range(1, 8) if body[i] < 0x80)  # the history field's tag, after the number
+            assert body[at] == 0x12
+            body = body[:at] + bytes((field,)) + body[at + 1:]
+            cuts = sorted(rnd.sample(range(1, len(body)), min(len(body) - 1, rnd.choice([0, 0, 1, 1, 2, 3]))))
+            pieces = [body[x:y] for x, y in zip([0, *cuts], [*cuts, len(body)])]
+            if len(pieces) == 1 and rnd.random() < 0.9:
+                chunks.append((wb.FULL, pieces[0]))
+                continue
+            kinds = [wb.FIRST] + [wb.MIDDLE] * (len(pieces) - 2) + [wb.LAST] if len(pieces) > 1 else [wb.LAST]
+            if rnd.random() < 0.15:  # an odd run: a piece dropped or its type changed
+                k = rnd.randrange(len(kinds))
+                if rnd.random() < 0.5:
+                    del kinds[k], pieces[k]
+                else:
+                    kinds[k] = rnd.choice([wb.FIRST, wb.MIDDLE, wb.LAST])
+            chunks += list(zip(kinds, pieces))
+        data = _log_of_chunks(chunks)
+        assert wb._chunks(data) is not None
+        got = {}
+        for by_block in (True, False):
+            monkeypatch.setattr(wb, "BLOCK_WALK", by_block)
+            hist, rest = wb._split(data, fast=wb._history_fast)
+            got[by_block] = ([bytes(h) for h in hist], [bytes(r) for r in rest])
+        assert got[True] == got[False], trial
+        assert len(got[True][0]) > 20
+
+
 def test_a_flipped_byte_in_a_value_ends_the_read_before_it_with_isal_and_zlib(wandb_runs: list[Path],
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """The chunks' CRC-32 (ISA-L's where isal is installed) is zlib's; a history value with one bit flipped

@@ -143,65 +143,67 @@ def _split(data: bytes, history: int = 0x12, skip: int = 0x1A,
 
 def _sort_records(data: bytes, starts: Any, lengths: Any, kinds: Any, history: int, skip: int,
                   fast: Callable[[Any], Any] | None) -> tuple[list[Any], list[Any]]:
-    """The records of the chunks :func:`_chunks` found, sorted as :func:`_split_walk` sorts them: a
-    whole-record chunk's type read by numpy (a record number of 1-3 varint bytes), the rest in Python."""
+    """The records of the chunks :func:`_chunks` found, sorted as :func:`_split_walk` sorts them: each
+    record's type read by numpy (a record number of 1-3 varint bytes) off its first chunk, the rest in
+    Python. A record spread over chunks (``FIRST MIDDLE* LAST``: half of a log's history records cross a
+    block) is grouped by numpy too and joined only when it is kept (not the summaries, half the log)."""
     import numpy as np
 
     view = memoryview(data)
     a = np.frombuffer(data, dtype=np.uint8)
     top = len(a) - 1
     whole = kinds == FULL
-    s, ln = starts[whole], lengths[whole]
+    # records spread over chunks, as the walk's pending list groups them: a LAST closes the chunks since
+    # the later of the last FIRST and the chunk after the previous LAST (a FIRST never closed is dropped)
+    spread = np.flatnonzero(~whole & (kinds >= FIRST) & (kinds <= LAST))
+    sk = kinds[spread]
+    at_j = np.arange(len(spread))
+    is_last = sk == LAST
+    ends = np.flatnonzero(is_last)
+    last_upto = np.maximum.accumulate(np.where(is_last, at_j, -1)) if len(spread) else at_j
+    first_upto = np.maximum.accumulate(np.where(sk == FIRST, at_j, -1)) if len(spread) else at_j
+    prev_last = np.concatenate([[-1], last_upto[:-1]])[ends] if len(ends) else ends
+    group = np.maximum(first_upto[ends], prev_last + 1)  # each spread record's first chunk (in ``spread``)
+    first_chunk, last_chunk = spread[group], spread[ends]
+    total = np.zeros(len(ends), dtype=np.int64)
+    if len(ends):
+        cum = np.concatenate([[0], np.cumsum(lengths[spread])])
+        total = cum[ends + 1] - cum[group]
+    sp_s = starts[spread].tolist()
+    sp_e = (starts[spread] + lengths[spread]).tolist()
+    g_list, e_list = group.tolist(), ends.tolist()
+
+    def joined(k: int) -> bytes:
+        """Spread record ``k``'s payload: its chunks joined."""
+        return b"".join([view[x:y] for x, y in zip(sp_s[g_list[k]:e_list[k] + 1], sp_e[g_list[k]:e_list[k] + 1])])
+
+    # every record's type, read off its first chunk: whole chunks first, then the spread records
+    s = np.concatenate([starts[whole], starts[first_chunk]])
+    ln = np.concatenate([lengths[whole], total])
+    room = np.concatenate([lengths[whole], lengths[first_chunk]])  # the bytes the first chunk holds
+    n_whole = int(whole.sum())
 
     def at(i: Any) -> Any:
         return a[np.minimum(i, top)]
 
     b1, b2, b3 = at(s + 1), at(s + 2), at(s + 3)
     field = np.where(b1 < 0x80, b2, np.where(b2 < 0x80, b3, at(s + 4))).astype(np.int64)
-    plain = (ln > 5) & (at(s) == 0x08) & ((b1 < 0x80) | (b2 < 0x80) | (b3 < 0x80))
+    plain = (ln > 5) & (room >= 5) & (at(s) == 0x08) & ((b1 < 0x80) | (b2 < 0x80) | (b3 < 0x80))
     for i in np.flatnonzero(~plain).tolist():  # a short record, no number first, or a long one
-        field[i] = _record_field(view[int(s[i]):int(s[i] + ln[i])])
-    # records in order: whole chunks and those joined from FIRST ... LAST (their LAST chunk's place)
-    places, fields, joined = [s], [field], {}
-    pending: list[Any] = []
-    spread = np.flatnonzero(~whole & (kinds >= FIRST) & (kinds <= LAST)).tolist()
-    extra_at, extra_field = [], []
-    for i in spread:
-        kind, chunk = int(kinds[i]), view[int(starts[i]):int(starts[i] + lengths[i])]
-        if kind == FIRST:
-            pending = [chunk]
-        elif kind == MIDDLE:
-            pending.append(chunk)
-        else:
-            pending.append(chunk)
-            payload = b"".join(pending)
-            pending = []
-            if len(payload) > 5 and payload[0] == 0x08:
-                f = payload[2] if payload[1] < 0x80 else payload[3] if payload[2] < 0x80 else \
-                    payload[4] if payload[3] < 0x80 else _record_field(payload)
-            else:
-                f = _record_field(payload)
-            joined[int(starts[i])] = payload
-            extra_at.append(int(starts[i]))
-            extra_field.append(f)
-    if extra_at:
-        places.append(np.asarray(extra_at, dtype=np.int64))
-        fields.append(np.asarray(extra_field, dtype=np.int64))
-    place = np.concatenate(places)
-    kind_of = np.concatenate(fields)
-    size_of = np.concatenate([ln, np.zeros(len(extra_at), dtype=np.int64)])
-    is_joined = np.concatenate([np.zeros(len(ln), dtype=bool), np.ones(len(extra_at), dtype=bool)])
+        field[i] = _record_field(view[int(s[i]):int(s[i] + ln[i])] if i < n_whole else joined(i - n_whole))
+    # records in order: whole chunks, and spread ones at their LAST chunk's place
+    place = np.concatenate([s[:n_whole], starts[last_chunk]])
     order = np.argsort(place, kind="stable")
-    keep = kind_of[order] != skip
-    order = order[keep]
-    place, kind_of, size_of, is_joined = place[order], kind_of[order], size_of[order], is_joined[order]
+    order = order[field[order] != skip]
+    place, kind_of, size_of = place[order], field[order], ln[order]
 
     def payloads(sel: Any) -> list[Any]:
         """Views of the whole-chunk records, the joined bytes of the others (one ``map`` for the first)."""
         p = place[sel]
         out = list(map(view.__getitem__, map(slice, p.tolist(), (p + size_of[sel]).tolist())))
-        for i in np.flatnonzero(is_joined[sel]).tolist():
-            out[i] = joined[int(p[i])]
+        rank = order[sel]
+        for i in np.flatnonzero(rank >= n_whole).tolist():
+            out[i] = joined(int(rank[i]) - n_whole)
         return out
 
     is_hist = kind_of == history
@@ -503,9 +505,9 @@ class _Keys:
         if self._table is None:
             order = np.argsort(np.asarray(self._fp, dtype=np.uint64), kind="stable")
             width = max(map(len, self._heads))
-            heads = np.zeros((len(self.names), max(width, 1)), dtype=np.uint64)
-            for i, h in enumerate(self._heads):
-                heads[i, :len(h)] = h
+            # heads[m]: each key's m-th word from its start (0 where it has none); heads[-1]: the first one's mask
+            heads = [np.array([h[m] if len(h) > m else 0 for h in self._heads], dtype=np.uint64) for m in range(width)]
+            heads.append(np.array([(1 << 64) - 1 if h else 0 for h in self._heads], dtype=np.uint64))
             fps = np.asarray(self._fp, dtype=np.uint64)
             slot = np.full(1 << _SLOT_BITS, -1, dtype=np.int64)  # a key's number by its mix's top bits
             top = (fps >> np.uint64(64 - _SLOT_BITS)).astype(np.int64)
@@ -515,7 +517,10 @@ class _Keys:
                            np.asarray([len(h) for h in self._heads]), heads, width, fps, slot if direct else None)
         u, uid, lens, nheads, heads, width, fps, slot = self._table
         # the key's last 8 bytes (a shorter key's own bytes: the word's top ones)
-        last = word8[p - 8] >> ((8 - np.minimum(klen, 8)) * 8).astype(np.uint64)
+        last = word8[p - 8]
+        short = np.flatnonzero(klen < 8)
+        if len(short):
+            last[short] >>= ((8 - klen[short]) * 8).astype(np.uint64)
         fp = self._mixed(last, klen)
         if slot is not None:
             cand = slot[(fp >> np.uint64(64 - _SLOT_BITS)).astype(np.int64)]
@@ -524,12 +529,24 @@ class _Keys:
             j = np.minimum(np.searchsorted(u, fp), len(u) - 1)
             cand = uid[j]
             hit = (u[j] == fp) & (lens[cand] == klen)
-        for m in range(width):  # the words before the last one, from the key's start
-            need = hit & (nheads[cand] > m)
-            if not need.any():
-                break
-            w = word8[np.where(need, p - klen + 8 * m, p)]
-            hit &= ~need | (w == heads[cand, m])
+        if not width:
+            return np.where(hit, cand, -1)
+        # the words before the last one, from the key's start: the first of every item (a key without one
+        # compares under a zero mask), the others only for the items whose key is longer than 16 bytes
+        hit &= (word8[p - klen] & heads[-1][cand]) == heads[0][cand]
+        if width > 1:
+            at = np.flatnonzero(hit & (nheads[cand] > 1))
+            start, c = p[at] - klen[at], cand[at]
+            for m in range(1, width):
+                more = nheads[c] > m
+                if not more.all():
+                    at, start, c = at[more], start[more], c[more]
+                if not len(at):
+                    break
+                same = word8[start + 8 * m] == heads[m][c]
+                if not same.all():
+                    hit[at[~same]] = False
+                    at, start, c = at[same], start[same], c[same]
         return np.where(hit, cand, -1)
 
 
@@ -631,7 +648,8 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     t_ids, t_steps = ids[take], steps[rec[take]]
     out: dict[str, tuple[Any, Any]] = {}
     walls: list[float] = []
-    by_key = np.argsort(t_ids, kind="stable")  # each key's items together, in their records' order
+    # each key's items together, in their records' order (a stable sort of 16-bit numbers is a radix sort)
+    by_key = np.argsort(t_ids.astype(np.int16) if len(names) < 1 << 15 else t_ids, kind="stable")
     bounds = np.searchsorted(t_ids[by_key], np.arange(len(names) + 1))
     for i in sorted(wanted):
         m = by_key[bounds[i]:bounds[i + 1]]
