@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from rlmedic.datafiles import builtin, read_yaml
 from rlmedic.errors import UserError
 from rlmedic.types import CATEGORIES, FRAMEWORKS, Citation, Fix
 
@@ -169,12 +168,7 @@ def load_cards(directory: Path | None = None) -> list[Card]:
     cards: list[Card] = []
     seen: dict[str, str] = {}
     for path in sorted(directory.glob("*.yaml")):
-        try:
-            # the C loader when libyaml is there: the cards are read on every diagnosis (fixes come from them)
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
-        except yaml.YAMLError as exc:
-            raise UserError(f"{path}: invalid YAML ({exc})") from exc
-        card = parse_card(data, str(path))
+        card = parse_card(read_yaml(path), str(path))
         if card.id in seen:
             raise UserError(f"{path}: duplicate card id {card.id!r} (also in {seen[card.id]})")
         seen[card.id] = str(path)
@@ -187,15 +181,10 @@ def builtin_cards() -> tuple[Card, ...]:
     """The shipped cards, validated once per edit: the parsed set is cached on disk (:mod:`rlmedic.diskcache`)
     under the hash of the card files and of the code that parses them (a cold ``diagnose`` parsed 76
     YAML files to use three cards: ~50 ms)."""
-    import pickle
+    from rlmedic import types
 
-    from rlmedic import diskcache, types
-
-    paths = sorted(CARDS_DIR.glob("*.yaml"))
-    parts: list[bytes | str] = [Path(__file__).read_bytes(), Path(types.__file__).read_bytes()]
-    for path in paths:
-        parts += [path.name, path.read_bytes()]
-    return diskcache.cached("cards", diskcache.digest(parts), lambda: tuple(load_cards(CARDS_DIR)), pickle.dumps, pickle.loads)
+    return builtin("cards", sorted(CARDS_DIR.glob("*.yaml")), [__file__, str(types.__file__)],
+                   lambda: tuple(load_cards(CARDS_DIR)))
 
 
 def card_by_id(card_id: str) -> Card | None:

@@ -11,16 +11,8 @@ import yaml
 from conftest import FIXTURES
 from rlmedic.errors import UserError
 from rlmedic.knowledge.cards import CARDS_DIR
-from rlmedic.tools.logs.signatures import (
-    ODD_FOLDS,
-    ROLE_RANK,
-    LazyPattern,
-    builtin_catalog,
-    holds,
-    parse_catalog,
-    required_literals,
-    required_text,
-)
+from rlmedic.lazyregex import ODD_FOLDS, LazyPattern, holds, required_text
+from rlmedic.tools.logs.signatures import ROLE_RANK, builtin_catalog, parse_catalog, required_literals
 from rlmedic.types import CATEGORIES
 
 CATALOG = builtin_catalog()

@@ -18,9 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from rlmedic.datafiles import builtin, read_yaml
 from rlmedic.errors import UserError
+from rlmedic.lazyregex import checked
 from rlmedic.tools.logs.signatures import PHASES
 
 TABLE_PATH = Path(__file__).parent / "causality.yaml"
@@ -132,7 +132,7 @@ def _strings(value: Any, where: str, key: str) -> list[str]:
 
 def _regexes(value: Any, where: str, key: str) -> tuple[re.Pattern[str], ...]:
     try:
-        return tuple(re.compile(v) for v in _strings(value, where, key))
+        return tuple(checked(v) for v in _strings(value, where, key))
     except re.error as exc:
         raise UserError(f"{where}: invalid regex in {key} ({exc})") from exc
 
@@ -220,14 +220,12 @@ def _known(sigs: set[str] | frozenset[str], known: set[str] | None, where: str) 
 
 @functools.cache
 def builtin_table() -> Table:
+    """The shipped table, checked against the shipped signatures once per edit of either."""
+    from rlmedic.tools.logs import signatures
     from rlmedic.tools.logs.signatures import builtin_catalog
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(TABLE_PATH.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        raise UserError(f"{TABLE_PATH}: invalid YAML ({exc})") from exc
-    return parse_table(data, str(TABLE_PATH), set(builtin_catalog().by_id))
+    return builtin("causality", [TABLE_PATH, signatures.CATALOG_PATH], [__file__],
+                   lambda: parse_table(read_yaml(TABLE_PATH), str(TABLE_PATH), set(builtin_catalog().by_id)))
 
 
 def _elsewhere(cause: Event, effect: Event) -> bool:

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from rlmedic.datafiles import builtin, read_yaml
 from rlmedic.errors import UserError
+from rlmedic.lazyregex import checked
 from rlmedic.tools.logs.scan import process_key
 from rlmedic.tools.logs.signatures import PHASES, ROLE_RANK
 from rlmedic.types import CATEGORIES
@@ -193,7 +193,7 @@ def _rule(raw: Any, where: str) -> Rule:
     def rx(key: str) -> list[re.Pattern[str]]:
         value = raw.get(key) or []
         try:
-            return [re.compile(str(v)) for v in (value if isinstance(value, list) else [value])]
+            return [checked(str(v)) for v in (value if isinstance(value, list) else [value])]
         except re.error as exc:
             raise UserError(f"{where}: invalid regex in {key} ({exc})") from exc
 
@@ -267,7 +267,7 @@ def _quote_rule(raw: Any, where: str) -> QuoteRule:
     if unknown:
         raise UserError(f"{where}: unknown field(s) {', '.join(unknown)}")
     try:
-        message = re.compile(str(raw["message"])) if raw.get("message") else None
+        message = checked(str(raw["message"])) if raw.get("message") else None
     except re.error as exc:
         raise UserError(f"{where}: invalid regex in message ({exc})") from exc
     names = set(message.groupindex) if message else set()
@@ -331,20 +331,28 @@ def quote(tb: Traceback, quotes: list[QuoteRule] | tuple[QuoteRule, ...] | None 
 
 
 @functools.cache
+def _builtin() -> tuple[tuple[Rule, ...], tuple[QuoteRule, ...]]:
+    """The shipped table's rules and quotes, validated once per edit (:func:`rlmedic.datafiles.builtin`)."""
+
+    def build() -> tuple[tuple[Rule, ...], tuple[QuoteRule, ...]]:
+        data = read_yaml(TABLE_PATH)
+        return tuple(parse_table(data, str(TABLE_PATH))), tuple(parse_quotes(data, str(TABLE_PATH)))
+
+    return builtin("tracebacks", [TABLE_PATH], [__file__, _types_file()], build)
+
+
 def builtin_quotes() -> tuple[QuoteRule, ...]:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    data = yaml.load(TABLE_PATH.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
-    return tuple(parse_quotes(data, str(TABLE_PATH)))
+    return _builtin()[1]
 
 
-@functools.cache
 def builtin_rules() -> tuple[Rule, ...]:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(TABLE_PATH.read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        raise UserError(f"{TABLE_PATH}: invalid YAML ({exc})") from exc
-    return tuple(parse_table(data, str(TABLE_PATH)))
+    return _builtin()[0]
+
+
+def _types_file() -> str:
+    from rlmedic import types
+
+    return str(types.__file__)
 
 
 def classify(tb: Traceback, rules: tuple[Rule, ...] | list[Rule] | None = None, phase: str = "") -> Rule | None:

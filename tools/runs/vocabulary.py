@@ -10,10 +10,12 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
+from rlmedic.datafiles import builtin, read_yaml
 from rlmedic.errors import UserError
+from rlmedic.lazyregex import LazyPattern
 
 FRAMEWORKS = ("verl", "slime", "areal")
 DIRECTIONS = ("up", "down", "none")
@@ -35,11 +37,11 @@ class Vocabulary:
         self.step_keys: tuple[str, ...] = tuple(data["step_keys"])
         self.concepts: dict[str, Concept] = {}
         for name, spec in data["concepts"].items():
-            pats = {fw: tuple(re.compile(p) for p in entry["patterns"]) for fw, entry in spec["keys"].items()
+            pats = {fw: tuple(LazyPattern(p) for p in entry["patterns"]) for fw, entry in spec["keys"].items()
                     if "absent" not in entry}
             self.concepts[name] = Concept(name, spec["label"], spec["direction"], pats,
                                           {fw: entry.get("source", "") for fw, entry in spec["keys"].items()})
-        self.framework_rules = {fw: tuple(re.compile(p) for p in pats) for fw, pats in data["frameworks"].items()}
+        self.framework_rules = {fw: tuple(LazyPattern(p) for p in pats) for fw, pats in data["frameworks"].items()}
         #: text logs' series name -> the concept whose keys feed it
         self.log_series: dict[str, str] = dict(data.get("log_series") or {})
 
@@ -55,12 +57,12 @@ class Vocabulary:
                 fws = ("generic",) if generic else FRAMEWORKS
                 pats = [rx for fw in fws for rx in c.patterns.get(fw, ())]
                 if pats:
-                    out.append((kind, [re.compile(rf"^(?:{rx.pattern})\Z") for rx in pats]))
+                    out.append((kind, [LazyPattern(rf"^(?:{rx.pattern})\Z") for rx in pats]))
         return out
 
     def log_frameworks(self) -> list[tuple[str, list[re.Pattern[str]]]]:
         """The key names only one framework writes, anchored for ``search`` (text logs' framework_of)."""
-        return [(fw, [re.compile(rf"^(?:{rx.pattern})\Z") for rx in rxs]) for fw, rxs in self.framework_rules.items()]
+        return [(fw, [LazyPattern(rf"^(?:{rx.pattern})\Z") for rx in rxs]) for fw, rxs in self.framework_rules.items()]
 
     @functools.cached_property
     def _known(self) -> tuple[re.Pattern[str], ...]:
@@ -170,7 +172,7 @@ def validate(data: Any) -> None:
 
 @functools.lru_cache(maxsize=1)
 def builtin_vocabulary() -> Vocabulary:
-    import yaml
-
-    text = resources.files("rlmedic.tools.runs").joinpath("vocabulary.yaml").read_text(encoding="utf-8")
-    return Vocabulary(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))  # noqa: S506 - safe; libyaml ~5x faster
+    """The shipped vocabulary, validated once per edit (:func:`rlmedic.datafiles.builtin`); its key
+    patterns compile when a key is first tried against them."""
+    path = Path(__file__).with_name("vocabulary.yaml")
+    return builtin("vocabulary", [path], [__file__], lambda: Vocabulary(read_yaml(path)))
