@@ -145,7 +145,7 @@ def _sort_records(data: bytes, starts: Any, lengths: Any, kinds: Any, history: i
                   fast: Callable[[Any], Any] | None) -> tuple[list[Any], list[Any]]:
     """The records of the chunks :func:`_chunks` found, sorted as :func:`_split_walk` sorts them: each
     record's type read by numpy (a record number of 1-3 varint bytes) off its first chunk, the rest in
-    Python. A record spread over chunks (``FIRST MIDDLE* LAST``: half of a log's history records cross a
+    Python. A record spread over chunks (``FIRST MIDDLE* LAST``: one crosses the end of each 32 KiB
     block) is grouped by numpy too and joined only when it is kept (not the summaries, half the log)."""
     import numpy as np
 
@@ -472,6 +472,7 @@ class _Keys:
         self._len: list[int] = []
         self._heads: list[tuple[int, ...]] = []
         self._table: tuple[Any, ...] | None = None
+        self._wanted: list[bool | None] = []
 
     @staticmethod
     def _mixed(last: Any, klen: Any) -> Any:
@@ -495,6 +496,18 @@ class _Keys:
         self._heads.append(tuple(int.from_bytes(name[o:o + 8], "little") for o in range(0, (k + 7) // 8 * 8 - 8, 8)))
         self._table = None
         return i
+
+    def wanted(self, i: int, keep: Callable[[str], bool] | None) -> bool:
+        """Whether key ``i``'s values are read: the wall time, and the keys ``keep`` accepts (asked once a key,
+        not once a batch: it is a regular expression of every concept's names)."""
+        if i >= len(self._wanted):
+            self._wanted += [None] * (len(self.names) - len(self._wanted))
+        verdict = self._wanted[i]
+        if verdict is None:
+            nm = self.names[i]
+            verdict = self._wanted[i] = nm == _WALL or (not nm.startswith(b"_") and (
+                keep is None or keep(nm.decode("utf-8", "replace"))))
+        return verdict
 
     def find(self, word8: Any, p: Any, klen: Any) -> Any:
         """The number of the key ending at each ``p`` (``klen`` bytes long), -1 where it is not known."""
@@ -639,8 +652,7 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     step_vals = _parse(padded, p[is_step], vlen[is_step])
     steps[rec[is_step]] = step_vals.astype(np.int64)
     bad |= steps < 0
-    wanted = {i for i, nm in enumerate(names) if nm == _WALL or (not nm.startswith(b"_") and (
-        keep is None or keep(nm.decode("utf-8", "replace"))))}
+    wanted = {i for i, nm in enumerate(names) if known.wanted(i, keep)}
     is_wanted = np.zeros(len(names) + 1, dtype=bool)
     is_wanted[list(wanted)] = True
     take = is_wanted[ids] & ~bad[rec]
@@ -686,43 +698,68 @@ def _unique(mix: Any) -> tuple[Any, Any]:
 _PAD = 136
 
 
+#: Per row width (in words): each value length's masks, the one keeping its bytes and the one writing past them
+_ROW_MASKS: dict[int, tuple[Any, Any]] = {}
+
+
+def _row_masks(nw: int) -> tuple[Any, Any]:
+    """``(keep, fill)`` for rows of ``nw`` words, indexed by a value's length: ``keep`` its bytes, ``fill`` a
+    comma right after them and spaces up to the row's end."""
+    import numpy as np
+
+    if nw not in _ROW_MASKS:
+        width = 8 * nw
+        v = np.arange(width)[:, None]
+        col = np.arange(width)[None, :]
+        keep = np.where(col < v, 0xFF, 0).astype(np.uint8)
+        fill = np.where(col < v, 0, np.where(col == v, 0x2C, 0x20)).astype(np.uint8)
+        _ROW_MASKS[nw] = (keep.view("<u8"), fill.view("<u8"))
+    return _ROW_MASKS[nw]
+
+
 def _parse(a: Any, p: Any, vlen: Any) -> Any:
     """The JSON numbers after the value tags at ``p`` as floats (orjson or numpy parses them; one that is
-    not a number becomes NaN); ``a`` holds :data:`_PAD` bytes past the last value."""
+    not a number becomes NaN); ``a`` holds :data:`_PAD` bytes past the last value.
+
+    The values are written as one JSON array, a row of whole words each (the value, a comma, spaces):
+    each row copied in one piece (a strided view of ``a`` whose items are rows) and masked by a table
+    looked up by the value's length, not byte by byte."""
     import numpy as np
 
     if not len(p):
         return np.zeros(0)
-    nw = (int(vlen.max()) + 7) // 8
+    n = len(p)
+    nw = (int(vlen.max()) + 8) // 8  # the longest value and its comma (a value is under 128 bytes, the pad 136)
     width = 8 * nw
-    # each value as whole 8-byte words (a value is under 128 bytes, the pad 136), the bytes past it
-    # blanked word by word, and one more word after it: the comma between values in orjson's array
-    word8 = np.ndarray(shape=(len(a) - 7,), dtype="<u8", buffer=a, strides=(1,))
-    offs = np.arange(0, width, 8)
-    words = np.empty((len(p), nw + 1), dtype=np.uint64)
-    words[:, :nw] = word8[(p + 3)[:, None] + offs]
-    keep = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)  # a word's first k bytes
-    mask = keep[np.clip(vlen[:, None] - offs, 0, 8)]
-    words[:, :nw] &= mask
-    words[:, :nw] |= np.uint64(0x2020202020202020) & ~mask  # spaces
-    words[:, nw] = np.uint64(0x202020202020202C)  # a comma, seven spaces
-    text = words.view(np.uint8).reshape(len(p), width + 8)
-    block = text[:, :width]
+    rows = np.ndarray(shape=(len(a) - width + 1,), dtype=f"V{width}", buffer=a, strides=(1,))
+    keep, fill = _row_masks(nw)
+    flat = np.empty(1 + n * nw, dtype=np.uint64)
+    flat[0] = np.uint64(0x202020202020205B)  # "[", seven spaces
+    words = flat[1:].reshape(n, nw)
+    words[:] = rows[p + 3].view(np.uint64).reshape(n, nw)
+    words &= keep[vlen]
+    words |= fill[vlen]
+    text = flat.view(np.uint8)
+    text[8 + (n - 1) * width + int(vlen[-1])] = 0x5D  # the last comma: "]"
+    block = text[8:].reshape(n, width)
     fast = _json_array(block, text)
     if fast is not None:
         return fast
-    text = block.view(f"S{width}").reshape(-1)
+    plain = block.copy()
+    plain[(plain == 0x2C) | (plain == 0x5D)] = 0x20
+    strings = plain.view(f"S{width}").reshape(-1)
     try:
-        return text.astype(np.float64)
+        return strings.astype(np.float64)
     except ValueError:
-        return np.asarray(_floats(text.tolist()), dtype=np.float64)
+        return np.asarray(_floats(strings.tolist()), dtype=np.float64)
 
 
 def _json_array(block: Any, text: Any = None) -> Any:
     """Rows of number text (space-padded) as floats through ``orjson``, one JSON array of them (about
     twice numpy's parse of the same text); None where orjson is absent or refuses one (NaN, Infinity:
     numpy then parses them). A ``-0`` keeps its sign, as numpy's parse does. ``text``: the rows already
-    followed by a comma and spaces (the block its first columns), not copied again."""
+    written as that array (``[``, each row's number followed by a comma, ``]`` for the last one's), read
+    as it stands, not copied."""
     import numpy as np
 
     try:
@@ -731,17 +768,18 @@ def _json_array(block: Any, text: Any = None) -> Any:
         return None
     n, width = block.shape
     if text is None:
-        text = np.empty((n, width + 1), dtype=np.uint8)
-        text[:, :width] = block
-        text[:, width] = 0x2C  # ","
-    text[-1, width] = 0x5D  # "]"
+        rows = np.empty((n, width + 1), dtype=np.uint8)
+        rows[:, :width] = block
+        rows[:, width] = 0x2C  # ","
+        rows[-1, width] = 0x5D  # "]"
+        text = np.concatenate([np.array([0x5B], dtype=np.uint8), rows.reshape(-1)])
     try:
-        values = loads(b"[" + text.tobytes())
+        values = loads(memoryview(text))
     except ValueError:
         return None
     if len(values) != n:
         return None
-    out = np.array(values, dtype=np.float64)
+    out = np.fromiter(values, dtype=np.float64, count=n)  # orjson's floats and 64-bit integers
     zero = np.flatnonzero(out == 0)
     if len(zero):
         out[zero[block[zero, 0] == 0x2D]] = -0.0  # an integer "-0" is int 0 to orjson, -0.0 to numpy
