@@ -102,7 +102,9 @@ def test_item_starts_unique_and_number_parse_equal_their_plain_forms() -> None:
     starts = np.zeros(len(hist) + 1, dtype=np.int64)
     np.cumsum([len(h) for h in hist], out=starts[1:])
     a = np.frombuffer(b"".join(hist) + b"\0" * 8, dtype=np.uint8)[:-8]
-    assert wb._items_starts(a, starts, hist).tolist() == [wb._items_start(h) for h in hist]
+    first, end = wb._items_starts(a, starts, hist)
+    assert list(zip(first.tolist(), end.tolist())) == [wb._items_span(h) for h in hist]
+    assert first.tolist() == [wb._items_start(h) for h in hist]
 
     rng = np.random.default_rng(3)
     mix = rng.integers(0, 50, 200_000).astype(np.uint64) * np.uint64(wb._MIX)
@@ -221,6 +223,56 @@ def test_spread_records_are_grouped_as_the_chunk_walk_groups_them(monkeypatch: p
             got[by_block] = ([bytes(h) for h in hist], [bytes(r) for r in rest])
         assert got[True] == got[False], trial
         assert len(got[True][0]) > 20
+
+
+def _varint(v: int) -> bytes:
+    out = b""
+    while True:
+        out += bytes(((v & 0x7F) | (0x80 if v >> 7 else 0),))
+        v >>= 7
+        if not v:
+            return out
+
+
+def test_a_step_field_holding_82_01_is_read_in_bulk_as_protobuf_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """History records end with their step field (``12 L 08 <step>``); a step of 130 (or 16,640 ...) is the
+    varint ``82 01``, the value tag's bytes. Such a record is still read in bulk (only a record number
+    holding them sends its record to protobuf), and reads as wandb's Record parse reads it."""
+    pytest.importorskip("wandb")
+    from rlmedic.tools.runs.curves import Run
+
+    steps = [*range(1, 200), *range(16_630, 16_800), 2_113_664]
+    chunks = []
+    for num, step in enumerate(steps, start=1):
+        body = b"".join(b"\n" + bytes((len(k) + len(v) + 5,)) + b"\x12" + bytes((len(k),)) + k + b"\x82\x01" +
+                        bytes((len(v),)) + v for k, v in ((b"_step", str(step).encode()),
+                                                          (b"actor/entropy", repr(step / 7).encode())))
+        body += b"\x12" + _varint(len(_varint(step)) + 1) + b"\x08" + _varint(step)
+        chunks.append((wb.FULL, b"\x08" + _varint(num) + b"\x12" + _varint(len(body)) + body))
+    data = _log_of_chunks(chunks)
+    strays = [step for step in steps if b"\x82\x01" in _varint(step)]
+    assert len(strays) > 100
+    misfits: list[int] = []
+    bulk = wb._history_bulk
+
+    def spy(hist: Any, keep: Any) -> Any:
+        out = bulk(hist, keep)
+        misfits.append(len(out[3]))
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(wb, "_history_bulk", spy)
+        fast = Run(path="a", source="wandb", name="a")
+        wb.read_transaction_log(data, fast)
+    assert misfits == [1]  # record 130: its number holds the bytes
+    with monkeypatch.context() as m:
+        m.setattr(wb, "_history_fast", lambda payload: None)
+        slow = Run(path="b", source="wandb", name="b")
+        wb.read_transaction_log(data, slow)
+    curve, ref = fast.curves["actor/entropy"], slow.curves["actor/entropy"]
+    assert curve.total == len(steps) and curve.raw is None
+    assert curve.steps.tolist() == ref.steps.tolist() == steps
+    assert [repr(v) for v in curve.values.tolist()] == [repr(v) for v in ref.values.tolist()]
 
 
 def test_a_flipped_byte_in_a_value_ends_the_read_before_it_with_isal_and_zlib(wandb_runs: list[Path],

@@ -380,6 +380,12 @@ _NUMBER_START = frozenset(b"-+0123456789.NI")
 def _items_start(payload: bytes) -> int:
     """Where a history record's first item starts: after ``num`` (field 1, a varint) and the history
     field's tag and length (varint); -1 when the record does not start that way."""
+    return _items_span(payload)[0]
+
+
+def _items_span(payload: bytes) -> tuple[int, int]:
+    """``(first, end)``: where a history record's first item starts (:func:`_items_start`) and where its
+    history field ends (the first plus the field's length); ``(-1, -1)`` when it does not start that way."""
     i = 0
     if payload[0:1] == b"\x08":
         i = 1
@@ -387,16 +393,22 @@ def _items_start(payload: bytes) -> int:
             i += 1
         i += 1
     if payload[i:i + 1] != b"\x12":
-        return -1
+        return -1, -1
     i += 1
+    size = shift = 0
     while i < len(payload) and payload[i] & 0x80:
+        size |= (payload[i] & 0x7F) << shift
+        shift += 7
         i += 1
-    return i + 1
+    if i < len(payload):
+        size |= payload[i] << shift
+    return i + 1, i + 1 + size
 
 
-def _items_starts(a: Any, starts: Any, hist: list[Any]) -> Any:
-    """:func:`_items_start` of every record at once (records are ``a[starts[i]:starts[i + 1]]``): numpy for
-    varints of up to 3 bytes ending inside their record, :func:`_items_start` itself for any other."""
+def _items_starts(a: Any, starts: Any, hist: list[Any]) -> tuple[Any, Any]:
+    """:func:`_items_span` of every record at once (records are ``a[starts[i]:starts[i + 1]]``), as two
+    arrays: numpy for varints of up to 3 bytes ending inside their record, :func:`_items_span` itself for
+    any other."""
     import numpy as np
 
     st, ends = starts[:-1], starts[1:]
@@ -423,11 +435,14 @@ def _items_starts(a: Any, starts: Any, hist: list[Any]) -> Any:
     is_hist = at(i) == 0x12
     item0, ok2 = varint_end(i + 1)
     first = np.where(is_hist, item0 - st, -1)
+    b1, b2, b3 = (at(i + k).astype(np.int64) for k in (1, 2, 3))
+    size = (b1 & 0x7F) | np.where(b1 & 0x80, (b2 & 0x7F) << 7, 0) | np.where(b1 & b2 & 0x80, (b3 & 0x7F) << 14, 0)
+    end = np.where(is_hist, first + size, -1)
     # a varint running on to its record's end or past 3 bytes: the record's own walk decides
     odd = ~(ok & ok2 & (i < ends) & (item0 <= ends)) | (has_num & (num_end > ends))
     for r in np.flatnonzero(odd).tolist():
-        first[r] = _items_start(hist[r])
-    return first
+        first[r], end[r] = _items_span(hist[r])
+    return first, end
 
 
 #: History records read at once by :func:`_history_bulk`: ~4 MB joined, ~100,000 items, so its arrays stay
@@ -566,6 +581,29 @@ class _Keys:
         return np.where(hit, cand, -1)
 
 
+def _step_field_tags(padded: Any, starts: Any, hend: Any, p: Any, rec: Any, item: Any, ok: Any) -> Any:
+    """The failed tags that are no item's: a record's last ``82 01`` lying in the step field after its items
+    (``12 L 08 <step>``, the history field's last bytes: a step of 130 is the varint ``82 01``). They are
+    marked ok and returned (to be dropped), so the record is read; None when there are none."""
+    import numpy as np
+
+    f = np.flatnonzero(~ok)
+    if not len(f):
+        return None
+    r = rec[f]
+    stop = starts[r] + hend[r]
+    # where the failed tag's item would start (the end of the item before it), kept inside the record
+    c = np.clip(item[f], starts[r], starts[r + 1])
+    last = (f + 1 == len(rec)) | (rec[np.minimum(f + 1, len(rec) - 1)] != r)
+    size = padded[c + 1].astype(np.int64)
+    inside = last & (c == item[f]) & (padded[c] == 0x12) & (size < 0x80) & (padded[c + 2] == 0x08) \
+        & (c + 2 + size == stop) & (p[f] > c + 2) & (p[f] + 2 <= stop)
+    if not inside.any():
+        return None
+    ok[f[inside]] = True
+    return f[inside]
+
+
 def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _Keys | None = None
                    ) -> tuple[dict[str, tuple[Any, Any]], list[float], set[str], list[bytes]]:
     """All short-form history records at once, with numpy over their joined bytes: ``(key -> (steps,
@@ -589,7 +627,7 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     buf = b"".join([*hist, b"\0" * _PAD])
     padded = np.frombuffer(buf, dtype=np.uint8)
     a = padded[:-_PAD]
-    first = _items_starts(a, starts, hist)
+    first, hend = _items_starts(a, starts, hist)
     step_b = 1 << 26  # the tag scan in 64 MiB slices: no byte-sized temporary as long as the log
     p = np.concatenate([np.flatnonzero(a[o:o + step_b] == 0x82) + o for o in range(0, len(a), step_b)] or
                        [np.zeros(0, dtype=np.int64)])
@@ -613,8 +651,11 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     lut = np.zeros(256, dtype=bool)
     lut[list(_NUMBER_START)] = True
     ok &= lut[padded[p + 3]]
+    tail = _step_field_tags(padded, starts, hend, p, rec, item, ok)
     bad[rec[~ok]] = True
     good = ~bad[rec]
+    if tail is not None:
+        good[tail] = False
     p, rec, vlen, klen = p[good], rec[good], vlen[good], klen[good]
     # keys: told apart by their length and their bytes read as 8-byte words (a key of K bytes is its
     # ceil(K/8) words, the last one ending at the key's end), mixed into one number for np.unique and
