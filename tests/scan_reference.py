@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from rlmedic.tools.logs.metrics import MAX_POINTS, MAX_SERIES, MAX_SERIES_OF_KIND, MAX_SERIES_PER_FILE, MetricCollector, Point, Series
-from rlmedic.tools.logs.metrics import _AREAL_STEP, _DICT_PAIR, _GRID_PAIR, _JSON_PAIR, _KV_PAIR, _RAY_PREFIX, _SLIME_STEP
+from rlmedic.tools.logs.metrics import AREAL_STEP as _AREAL_STEP, _DICT_PAIR, _GRID_PAIR, _JSON_PAIR, _KV_PAIR, _RAY_PREFIX, _SLIME_STEP
 from rlmedic.tools.logs.metrics import _STEP_KEYS, _VERL_STEP
 from rlmedic.tools.logs.scan import _BAR, _METRIC_ONLY, _NON_FINITE_ONLY, FileInfo, Scanner, clean_line
 

@@ -3,7 +3,7 @@
 Below :data:`~rlmedic.tools.logs.scan.METRIC_LINES_FULL` stats lines and
 :data:`~rlmedic.tools.logs.scan.METRIC_TABLES_FULL` stats tables a file's metrics are all read
 (``tests/test_scan_equivalence.py`` checks it against the old path). Past one, only the last part of
-each region is read for that kind (1/2, then 1/4...), plus the file's last ``METRIC_TAIL_FULL`` bytes;
+each region is read for that kind (1/4, then 1/16...), plus the file's last ``METRIC_TAIL_FULL`` bytes;
 elsewhere the region is scanned for signatures, AReaL's step lines and lines holding a non-finite
 value, which always reach the collector. The budgets here are made small so that a few megabytes
 show them.
@@ -168,3 +168,15 @@ def test_tables_under_step_lines_are_found_where_stats_lines_are_not_reported(
     whole = series(1_000_000)
     assert any(len(points) > 5 for points in whole.values())
     assert series(1) == whole
+
+
+def test_a_run_read_in_part_still_says_how_far_training_went_on(tmp_path: Path) -> None:
+    """The steps after an error the run got past are counted by their numbers, not by the step lines read
+    (most of them are skipped past the budget: counting those said a few hundred where 28,766 followed)."""
+    from rlmedic.tools.logs.diagnose import diagnose
+
+    log = _kv_log(tmp_path / "kv.log", 60_000, nan_at=31_234)
+    assert len(_fed(log)) < 20_000  # read in part
+    d = diagnose([str(log)], confinement=Confinement.for_paths([log]))
+    nan = next(f for f in d.findings if f.id == "loss-nan")
+    assert "went on for 28766 more steps, to step 60000" in nan.summary, nan.summary

@@ -153,7 +153,8 @@ def _diagnose_sources(
     started = time.perf_counter()
     catalog = catalog or builtin_catalog()
     metrics = MetricCollector(catalog.metrics)
-    scanner = Scanner(catalog, on_metric=metrics.feed, on_table=metrics.feed_table, engine=engine)
+    scanner = Scanner(catalog, on_metric=metrics.feed, on_table=metrics.feed_table, on_step=metrics.step_line,
+                      engine=engine)
     result = scanner.scan(sources, confinement)
     skipped = skipped + result.skipped
     if not result.files:
