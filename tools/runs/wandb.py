@@ -858,12 +858,15 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
     their joined bytes at once (:func:`_history_bulk`): every key is listed, and only the values of
     the keys ``keep`` accepts (those the checks may read; None: all) are parsed. Summary records are skipped
     unparsed; everything else, and any history record the short form does not fit, goes through
-    wandb's ``Record``."""
+    wandb's ``Record`` (whose keys ``keep`` refuses are listed too, and make no curve: the same curves
+    whichever way a record was read)."""
     import numpy as np
 
     pb = _pb()
     record = pb.Record()
     slow: dict[str, tuple[list[int], list[float]]] = {}
+    listed: set[str] = set()  # the keys with numbers in the records read here
+    wanted: dict[str, bool] = {}  # whether a key's numbers are kept (``keep`` asked once a key)
     walls: list[Any] = []
     output: list[str] = []
     number = _number
@@ -890,6 +893,12 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
                 v = number(item.value_json)
                 if v is None:
                     continue
+                listed.add(key)
+                read = wanted.get(key)
+                if read is None:
+                    read = wanted[key] = keep is None or keep(key)
+                if not read:  # listed, not kept: as the bulk read does
+                    continue
                 entry2 = slow.get(key)
                 if entry2 is None:
                     entry2 = slow[key] = ([], [])
@@ -914,7 +923,7 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
             output.append(line)
             if len(output) > 2 * MAX_OUTPUT_LINES:
                 del output[:MAX_OUTPUT_LINES]
-    run.keys = sorted(set(run.keys) | every | set(slow))
+    run.keys = sorted(set(run.keys) | every | listed)
     for key in {*series, *slow}:
         k_steps, values = series.get(key, ([], []))
         if key in slow:  # joined as float arrays (what make_curve makes of them), not as 100,000-item lists
