@@ -638,12 +638,16 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     rec = np.repeat(np.arange(n, dtype=np.int64), np.diff(np.searchsorted(p, starts)))
     vlen = padded[p + 2].astype(np.int64)
     end = p + 3 + vlen
+    # each item starts where the one before it ended, a record's first where its history field's items do
     item = np.empty_like(p)
+    item[1:] = end[:-1]
     newrec = np.ones(len(p), dtype=bool)
     newrec[1:] = rec[1:] != rec[:-1]
     item[newrec] = starts[rec[newrec]] + first[rec[newrec]]
-    item[~newrec] = end[:-1][~newrec[1:]]
-    inside = (item >= 0) & (item + 4 < len(a)) & (end <= starts[rec + 1])
+    inside = (item >= 0) & (item + 4 < len(a))
+    # an item ending past its record: its record's last (any other's end is the next one's start)
+    last = np.flatnonzero(np.append(newrec[1:], True)) if len(p) else np.zeros(0, dtype=np.int64)
+    inside[last] &= end[last] <= starts[rec[last] + 1]
     item_c = np.where(inside, item, 0)
     klen = padded[item_c + 3].astype(np.int64)
     ok = inside & (padded[item_c] == 0x0A) & (padded[item_c + 2] == 0x12) & (item_c + 4 + klen == p) \
@@ -692,14 +696,18 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     step_id = names.index(_STEP) if _STEP in names else -1
     # each record's step: its _step item (a record without one goes to the protobuf parse)
     steps = np.full(n, -1, dtype=np.int64)
-    is_step = ids == step_id
+    is_step = np.flatnonzero(ids == step_id)  # (places, not a mask: a few of the items are read)
     step_vals = _parse(padded, p[is_step], vlen[is_step])
     steps[rec[is_step]] = step_vals.astype(np.int64)
-    bad |= steps < 0
+    no_step = steps < 0
+    bad |= no_step
     wanted = {i for i, nm in enumerate(names) if known.wanted(i, keep)}
     is_wanted = np.zeros(len(names) + 1, dtype=bool)
     is_wanted[list(wanted)] = True
-    take = is_wanted[ids] & ~bad[rec]
+    take = is_wanted[ids]
+    if no_step.any():  # (the items of the records that failed before are gone already)
+        take &= ~no_step[rec]
+    take = np.flatnonzero(take)
     values = _parse(padded, p[take], vlen[take])
     t_ids, t_steps = ids[take], steps[rec[take]]
     out: dict[str, tuple[Any, Any]] = {}
