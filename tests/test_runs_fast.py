@@ -106,6 +106,19 @@ def test_item_starts_unique_and_number_parse_equal_their_plain_forms() -> None:
     assert list(zip(first.tolist(), end.tolist())) == [wb._items_span(h) for h in hist]
     assert first.tolist() == [wb._items_start(h) for h in hist]
 
+    # steps read as plain digits where they are (1-15 of them), as the float parse reads them
+    for texts in ([b"0", b"7", b"007", b"130", b"16640", b"999999999999999", b"123456789012345"],
+                  [b"1", b"1.5"], [b"1", b"-3"], [b"1", b"1e3"], [b"1", b"1234567890123456"], [b"1", b"NaN"]):
+        payload = b"".join(b"\x82\x01" + bytes((len(t),)) + t for t in texts) + bytes(wb._PAD)
+        buf = np.frombuffer(payload, dtype=np.uint8)
+        tags = np.array([payload.index(b"\x82\x01" + bytes((len(t),)) + t) for t in texts])
+        lens = np.array([len(t) for t in texts])
+        got = wb._digits(buf, tags, lens)
+        if all(t.isdigit() and len(t) <= 15 for t in texts):
+            assert got.tolist() == wb._parse(buf, tags, lens).astype(np.int64).tolist() == [int(t) for t in texts]
+        else:
+            assert got is None
+
     rng = np.random.default_rng(3)
     mix = rng.integers(0, 50, 200_000).astype(np.uint64) * np.uint64(wb._MIX)
     for prefix in (7, 1 << 16):

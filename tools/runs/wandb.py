@@ -648,7 +648,7 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     # an item ending past its record: its record's last (any other's end is the next one's start)
     last = np.flatnonzero(np.append(newrec[1:], True)) if len(p) else np.zeros(0, dtype=np.int64)
     inside[last] &= end[last] <= starts[rec[last] + 1]
-    item_c = np.where(inside, item, 0)
+    item_c = item if inside.all() else np.where(inside, item, 0)
     klen = padded[item_c + 3].astype(np.int64)
     ok = inside & (padded[item_c] == 0x0A) & (padded[item_c + 2] == 0x12) & (item_c + 4 + klen == p) \
         & (padded[item_c + 1] == klen + vlen + 5) & (vlen < 0x80) & (klen < 0x80) & (vlen > 0)
@@ -657,10 +657,11 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     ok &= lut[padded[p + 3]]
     tail = _step_field_tags(padded, starts, hend, p, rec, item, ok)
     bad[rec[~ok]] = True
-    good = ~bad[rec]
-    if tail is not None:
-        good[tail] = False
-    p, rec, vlen, klen = p[good], rec[good], vlen[good], klen[good]
+    if bad.any() or tail is not None:  # (most batches: every record fits, nothing to take out)
+        good = ~bad[rec]
+        if tail is not None:
+            good[tail] = False
+        p, rec, vlen, klen = p[good], rec[good], vlen[good], klen[good]
     # keys: told apart by their length and their bytes read as 8-byte words (a key of K bytes is its
     # ceil(K/8) words, the last one ending at the key's end), mixed into one number for np.unique and
     # then compared word for word with the first key of each number (exact, whatever the mix)
@@ -697,8 +698,9 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     # each record's step: its _step item (a record without one goes to the protobuf parse)
     steps = np.full(n, -1, dtype=np.int64)
     is_step = np.flatnonzero(ids == step_id)  # (places, not a mask: a few of the items are read)
-    step_vals = _parse(padded, p[is_step], vlen[is_step])
-    steps[rec[is_step]] = step_vals.astype(np.int64)
+    sp, sv = p[is_step], vlen[is_step]
+    step_vals = _digits(padded, sp, sv)
+    steps[rec[is_step]] = step_vals if step_vals is not None else _parse(padded, sp, sv).astype(np.int64)
     no_step = steps < 0
     bad |= no_step
     wanted = {i for i, nm in enumerate(names) if known.wanted(i, keep)}
@@ -804,6 +806,23 @@ def _parse(a: Any, p: Any, vlen: Any) -> Any:
         return strings.astype(np.float64)
     except ValueError:
         return np.asarray(_floats(strings.tolist()), dtype=np.float64)
+
+
+def _digits(a: Any, p: Any, vlen: Any) -> Any:
+    """The values after the tags at ``p`` as integers where every one is 1-15 plain digits (a step: what
+    the float parse gives them, read without it), else None."""
+    import numpy as np
+
+    if not len(p) or int(vlen.max()) > 15:
+        return None
+    rows = np.ndarray(shape=(len(a) - 15,), dtype="V16", buffer=a, strides=(1,))
+    digit = rows[p + 3].view(np.uint8).reshape(len(p), 16).astype(np.int64) - 0x30
+    place = vlen[:, None] - 1 - np.arange(16)  # each digit's power of ten (negative: past the value)
+    inside = place >= 0
+    if not ((digit >= 0) & (digit <= 9) | ~inside).all():
+        return None
+    powers = np.array([10 ** k for k in range(16)], dtype=np.int64)
+    return (np.where(inside, digit, 0) * powers[np.maximum(place, 0)]).sum(axis=1)
 
 
 def _json_array(block: Any, text: Any = None) -> Any:
