@@ -155,7 +155,6 @@ class Tool:
     name: str
     fn: Callable[..., Any]
     description: str
-    params: type  # a pydantic model of the parameters (ctx excluded)
     render: Callable[[Any], str] | None = None
     #: the parameter naming the files the result depends on alone: results are cached by their content
     cache_paths: str = ""
@@ -167,6 +166,15 @@ class Tool:
     #: what a model calls it for, a phrase after its name (``for logs``): the system prompt's and the MCP
     #: server's list of tools (:meth:`Registry.guide`) are made of these
     use: str = ""
+    _params: type | None = field(default=None, repr=False)
+
+    @property
+    def params(self) -> type:
+        """A pydantic model of the parameters (ctx excluded), built when first asked for: a command calls
+        one tool, and building all eleven models cost every cold command ~10 ms."""
+        if self._params is None:
+            self._params = _params_model(self.fn, self.name)
+        return self._params
 
     def step_line(self, data: Any) -> str:
         """One line saying what a successful call found: the tool's ``step``, or ``done``."""
@@ -221,12 +229,13 @@ class Registry:
         if not description:
             raise ValueError(f"tool {tool_name!r} needs a docstring: it is the description a model reads")
         kinds = {param: (k,) if isinstance(k, str) else tuple(k) for param, k in (reads or {}).items()}
-        entry = Tool(name=tool_name, fn=fn, description=description, params=_params_model(fn, tool_name), render=render,
+        names = _param_fields(fn, tool_name)
+        entry = Tool(name=tool_name, fn=fn, description=description, render=render,
                      cache_paths=cache_paths, evidence=evidence, step=step, reads=kinds, use=" ".join(use.split()))
-        if cache_paths and cache_paths not in entry.params.model_fields:
+        if cache_paths and cache_paths not in names:
             raise ValueError(f"tool {tool_name!r}: cache_paths names no parameter {cache_paths!r}")
         for param, taken in kinds.items():
-            if param not in entry.params.model_fields:
+            if param not in names:
                 raise ValueError(f"tool {tool_name!r}: reads names no parameter {param!r}")
             unknown = [k for k in taken if k not in ATTACHMENT_KINDS]
             if unknown or not taken:
@@ -431,21 +440,25 @@ def call_key(name: str, arguments: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------- schema
 
 
-def _params_model(fn: Callable[..., Any], tool_name: str) -> type:
-    """A pydantic model of ``fn``'s parameters after ``ctx`` (types and defaults from the signature)."""
-    from pydantic import ConfigDict, create_model
-
+def _param_fields(fn: Callable[..., Any], tool_name: str) -> dict[str, tuple[Any, Any]]:
+    """``fn``'s parameters after ``ctx``: name -> (type, default or ``...``); checked when a tool registers."""
     hints = typing.get_type_hints(fn, include_extras=True)
-    sig = inspect.signature(fn)
-    params = list(sig.parameters.values())
+    params = list(inspect.signature(fn).parameters.values())
     if not params or params[0].name != "ctx":
         raise ValueError(f"tool {tool_name!r}: the first parameter must be ctx: ToolContext")
     fields: dict[str, Any] = {}
     for p in params[1:]:
         if p.name not in hints:
             raise ValueError(f"tool {tool_name!r}: parameter {p.name!r} needs a type")
-        default = ... if p.default is inspect.Parameter.empty else p.default
-        fields[p.name] = (hints[p.name], default)
+        fields[p.name] = (hints[p.name], ... if p.default is inspect.Parameter.empty else p.default)
+    return fields
+
+
+def _params_model(fn: Callable[..., Any], tool_name: str) -> type:
+    """A pydantic model of ``fn``'s parameters after ``ctx`` (types and defaults from the signature)."""
+    from pydantic import ConfigDict, create_model
+
+    fields = _param_fields(fn, tool_name)
     model_name = "".join(part.title() for part in tool_name.split("_")) + "Params"
     return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
 

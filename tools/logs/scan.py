@@ -858,6 +858,9 @@ class Scanner:
         self._metric_texts = [((lit.text.lower() if lit.caseless else lit.text).encode(), lit.caseless)
                               for lit in catalog.metric_literals]
         self._skeletons: dict[tuple[frozenset[str], bytes], bool] = {}  # see _cannot_match
+        # the owner sets of signature literals alone (no stats line, no nan): the region loop looks a line
+        # holding only one of them up in the skeleton cache first (a frozenset is keyed as the set of ids it is)
+        self._refused_alone = {o for o in self._owners if not o & {"#metric", "#nonfinite"}}
 
     # -- public ------------------------------------------------------------------
 
@@ -1102,6 +1105,8 @@ class Scanner:
         on_metric = self.on_metric
         on_table = self.on_table
         on_step = self.on_step
+        skeletons = self._skeletons
+        refused_alone = self._refused_alone
         metric_only = _METRIC_ONLY if on_metric is not None else None
         non_finite = _NON_FINITE_ONLY
         reports_non_finite = self.engine.reports_non_finite
@@ -1179,6 +1184,19 @@ class Scanner:
             le = buf.find(b"\n", pos, end)
             if le < 0:
                 le = end
+            if own in refused_alone and le - ls <= MAX_LINE_CHARS:
+                # signature literals alone on the line, whose skeleton was refused before (see _cannot_match):
+                # the line is skipped before any set is built (a literal every step's stats table prints)
+                j, key_ids = i + 1, own
+                while j < n and matches[j][0] < le and owners[matches[j][1]] in refused_alone:
+                    if owners[matches[j][1]] is not key_ids:
+                        key_ids = key_ids | owners[matches[j][1]]
+                    j += 1
+                if j >= n or matches[j][0] >= le:
+                    skeleton = bytes(buf[ls:le]).translate(None, b"0123456789")
+                    if skeletons.get((key_ids, skeleton)) is True and b"\x1b" not in skeleton and b"\r" not in skeleton:
+                        i = j
+                        continue
             ids: set[str] = set()
             while i < n and matches[i][0] < le:
                 ids |= owners[matches[i][1]]
