@@ -554,8 +554,9 @@ class _Keys:
             last[short] >>= ((8 - klen[short]) * 8).astype(np.uint64)
         fp = self._mixed(last, klen)
         if slot is not None:
-            cand = slot[(fp >> np.uint64(64 - _SLOT_BITS)).astype(np.int64)]
-            hit = (cand >= 0) & (fps[cand] == fp) & (lens[cand] == klen)
+            cand = slot[(fp >> np.uint64(64 - _SLOT_BITS)).view(np.int64)]  # (a view: the top bits are small)
+            # (an empty slot's -1 reads the last key: whatever that says, the answer is -1)
+            hit = (fps[cand] == fp) & (lens[cand] == klen)
         else:
             j = np.minimum(np.searchsorted(u, fp), len(u) - 1)
             cand = uid[j]
