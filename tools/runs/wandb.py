@@ -451,12 +451,12 @@ BULK_RECORDS = 2048
 
 
 def _history_bulk(hist: list[Any], keep: Callable[[str], bool] | None
-                  ) -> tuple[dict[str, tuple[Any, Any]], list[float], set[str], list[bytes]]:
+                  ) -> tuple[dict[str, tuple[Any, Any]], Any, set[str], list[bytes]]:
     """:func:`_history_batch` over :data:`BULK_RECORDS` records at a time, the pieces joined per key."""
     import numpy as np
 
     pieces: dict[str, list[tuple[Any, Any]]] = {}
-    walls: list[float] = []
+    walls: list[Any] = []
     every: set[str] = set()
     misfits: list[bytes] = []
     known = _Keys()
@@ -464,12 +464,12 @@ def _history_bulk(hist: list[Any], keep: Callable[[str], bool] | None
         out, w, e, m = _history_batch(hist[i:i + BULK_RECORDS], keep, known)
         for key, part in out.items():
             pieces.setdefault(key, []).append(part)
-        walls += w
+        walls.append(w)
         every |= e
         misfits += m
     hist.clear()
     return ({k: (np.concatenate([s for s, _v in parts]), np.concatenate([v for _s, v in parts]))
-             for k, parts in pieces.items()}, walls, every, misfits)
+             for k, parts in pieces.items()}, np.concatenate(walls) if walls else np.zeros(0), every, misfits)
 
 
 #: A known key is found by the top bits of its mixed number in a table this large (2^16 slots)
@@ -606,7 +606,7 @@ def _step_field_tags(padded: Any, starts: Any, hend: Any, p: Any, rec: Any, item
 
 
 def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _Keys | None = None
-                   ) -> tuple[dict[str, tuple[Any, Any]], list[float], set[str], list[bytes]]:
+                   ) -> tuple[dict[str, tuple[Any, Any]], Any, set[str], list[bytes]]:
     """All short-form history records at once, with numpy over their joined bytes: ``(key -> (steps,
     values) for the keys ``keep`` accepts, wall times, every key, the records that did not fit)``.
 
@@ -714,7 +714,7 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     values = _parse(padded, p[take], vlen[take])
     t_ids, t_steps = ids[take], steps[rec[take]]
     out: dict[str, tuple[Any, Any]] = {}
-    walls: list[float] = []
+    walls = np.zeros(0)
     # each key's items together, in their records' order (a stable sort of 16-bit numbers is a radix sort)
     by_key = np.argsort(t_ids.astype(np.int16) if len(names) < 1 << 15 else t_ids, kind="stable")
     bounds = np.searchsorted(t_ids[by_key], np.arange(len(names) + 1))
@@ -723,7 +723,7 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
         if not len(m):
             continue
         if names[i] == _WALL:
-            walls = values[m].tolist()
+            walls = values[m]
         else:
             out[names[i].decode("utf-8", "replace")] = (t_steps[m], values[m])
     return out, walls, every, [buf[starts[i]:starts[i + 1]] for i in np.flatnonzero(bad).tolist()]
@@ -902,7 +902,6 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
     # (the default hook is not called: 100,000 calls that say yes cost ~0.1 s)
     hist, pending = _split(data, _HISTORY, _SUMMARY, None if _history_fast is _ACCEPT_ALL else _history_fast)
     series, bulk_walls, every, misfits = _history_bulk(hist, keep)  # it empties ``hist``
-    walls += bulk_walls
     pending += misfits
     for payload in pending:
         record.ParseFromString(bytes(payload))
@@ -959,9 +958,10 @@ def read_transaction_log(data: bytes, run: Run, *, keep_output: bool = True,
             values = np.concatenate([np.asarray(values, dtype=np.float64), np.asarray(slow[key][1], dtype=np.float64)])
         if len(k_steps):
             run.curves[key] = make_curve(key, k_steps, values)
-    wall_values = [w for w in _floats(walls) if math.isfinite(w)]
-    if wall_values:
-        run.last_wall = max(wall_values)
+    wall_values = np.concatenate([bulk_walls, np.asarray(_floats(walls), dtype=np.float64)])  # bulk, then protobuf
+    wall_values = wall_values[np.isfinite(wall_values)]
+    if len(wall_values):
+        run.last_wall = float(wall_values.max())
         run.step_interval = median_interval(wall_values[-10_000:])
     run.config.update(_flat_config(run.config))
     return output[-MAX_OUTPUT_LINES:]
