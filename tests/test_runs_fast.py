@@ -176,11 +176,11 @@ def test_block_walk_finds_the_chunks_the_chunk_walk_finds(wandb_runs: list[Path]
     walked = 0
     for copy in copies:
         got = {}
-        for by_block in (True, False):
+        for by_block, hook in ((True, None), (True, wb._history_fast), (False, None)):
             monkeypatch.setattr(wb, "BLOCK_WALK", by_block)
-            hist, rest = wb._split(copy, fast=wb._history_fast)
-            got[by_block] = ([bytes(h) for h in hist], [bytes(r) for r in rest])
-        assert got[True] == got[False]
+            hist, rest = wb._split(copy, fast=hook)  # (no hook: the history as places in the log)
+            got[by_block, hook] = ([bytes(h) for h in hist], [bytes(r) for r in rest])
+        assert got[True, None] == got[True, wb._history_fast] == got[False, None]
         walked += wb._chunks(copy) is not None
     assert walked >= len(copies) // 2  # most damage stays inside its block: the block walk answers itself
 
@@ -230,12 +230,18 @@ def test_spread_records_are_grouped_as_the_chunk_walk_groups_them(monkeypatch: p
         data = _log_of_chunks(chunks)
         assert wb._chunks(data) is not None
         got = {}
-        for by_block in (True, False):
+        for by_block, hook in ((True, None), (True, wb._history_fast), (False, None)):
             monkeypatch.setattr(wb, "BLOCK_WALK", by_block)
-            hist, rest = wb._split(data, fast=wb._history_fast)
-            got[by_block] = ([bytes(h) for h in hist], [bytes(r) for r in rest])
-        assert got[True] == got[False], trial
-        assert len(got[True][0]) > 20
+            hist, rest = wb._split(data, fast=hook)
+            got[by_block, hook] = ([bytes(h) for h in hist], [bytes(r) for r in rest])
+            if by_block and hook is None:  # its batches: slices, their lengths and joined bytes
+                for lo, hi in ((0, 7), (5, 40), (30, len(hist))):
+                    part = hist[lo:hi]
+                    assert [bytes(h) for h in part] == got[by_block, hook][0][lo:hi]
+                    assert part.lengths().tolist() == [len(h) for h in got[by_block, hook][0][lo:hi]]
+                    assert part.joined(b"end") == b"".join(got[by_block, hook][0][lo:hi]) + b"end"
+        assert got[True, None] == got[True, wb._history_fast] == got[False, None], trial
+        assert len(got[True, None][0]) > 20
 
 
 def _varint(v: int) -> bytes:

@@ -127,7 +127,7 @@ def records(data: bytes) -> list[Any]:
 
 
 def _split(data: bytes, history: int = 0x12, skip: int = 0x1A,
-           fast: Callable[[Any], Any] | None = None) -> tuple[list[Any], list[Any]]:
+           fast: Callable[[Any], Any] | None = None) -> tuple[Any, list[Any]]:
     """The framing walk: ``(history records, every other record)`` of a transaction log, in order, records
     whose type (the field after their number) is ``skip`` left out, history records ``fast`` refuses with
     the others. The 32 KiB blocks are walked side by side by numpy (:func:`_chunks`); a log whose chunks
@@ -142,7 +142,7 @@ def _split(data: bytes, history: int = 0x12, skip: int = 0x1A,
 
 
 def _sort_records(data: bytes, starts: Any, lengths: Any, kinds: Any, history: int, skip: int,
-                  fast: Callable[[Any], Any] | None) -> tuple[list[Any], list[Any]]:
+                  fast: Callable[[Any], Any] | None) -> tuple[Any, list[Any]]:
     """The records of the chunks :func:`_chunks` found, sorted as :func:`_split_walk` sorts them: each
     record's type read by numpy (a record number of 1-3 varint bytes) off its first chunk, the rest in
     Python. A record spread over chunks (``FIRST MIDDLE* LAST``: one crosses the end of each 32 KiB
@@ -208,6 +208,13 @@ def _sort_records(data: bytes, starts: Any, lengths: Any, kinds: Any, history: i
         return out
 
     is_hist = kind_of == history
+    if fast is None:  # every history record to the bulk reader: as places, viewed when its batch is joined
+        sel = np.flatnonzero(is_hist)
+        p, rank = place[sel], order[sel]
+        spread_at = np.flatnonzero(rank >= n_whole)
+        hist: Any = _Records(view, p, p + size_of[sel], spread_at,
+                             [joined(r - n_whole) for r in rank[spread_at].tolist()])
+        return hist, payloads(~is_hist)
     hist = payloads(is_hist)
     if fast is not None:
         verdict = list(map(fast, hist))
@@ -216,6 +223,54 @@ def _sort_records(data: bytes, starts: Any, lengths: Any, kinds: Any, history: i
             is_hist[refused] = False
             hist = [h for h, v in zip(hist, verdict) if v is not None]
     return hist, payloads(~is_hist)
+
+
+class _Records:
+    """History records as their places in the log (``view[begin:end]``), viewed when their batch is joined
+    rather than 100,000 views made at once; a record spread over chunks is its joined bytes (``spread``,
+    at the sorted indices ``spread_at``). Indexing, slicing and iterating give what a list of the
+    records' payloads would."""
+
+    def __init__(self, view: Any, begin: Any, end: Any, spread_at: Any, spread: list[bytes]) -> None:
+        self.view, self.begin, self.end = view, begin, end
+        self.spread_at, self.spread = spread_at, spread
+
+    def __len__(self) -> int:
+        return len(self.begin)
+
+    def __getitem__(self, i: Any) -> Any:
+        import numpy as np
+
+        if isinstance(i, slice):
+            lo, hi, _step = i.indices(len(self))
+            j0, j1 = np.searchsorted(self.spread_at, [lo, hi]).tolist()
+            return _Records(self.view, self.begin[lo:hi], self.end[lo:hi], self.spread_at[j0:j1] - lo,
+                            self.spread[j0:j1])
+        i = i + len(self) if i < 0 else i
+        j = int(np.searchsorted(self.spread_at, i))
+        if j < len(self.spread_at) and self.spread_at[j] == i:
+            return self.spread[j]
+        return self.view[int(self.begin[i]):int(self.end[i])]
+
+    def __iter__(self) -> Any:
+        return (self[i] for i in range(len(self)))
+
+    def lengths(self) -> Any:
+        out = self.end - self.begin
+        out[self.spread_at] = [len(b) for b in self.spread]
+        return out
+
+    def joined(self, tail: bytes) -> bytes:
+        """Every record's bytes, one after another, then ``tail``."""
+        parts = list(map(self.view.__getitem__, map(slice, self.begin.tolist(), self.end.tolist())))
+        for at, payload in zip(self.spread_at.tolist(), self.spread):
+            parts[at] = payload
+        parts.append(tail)
+        return b"".join(parts)
+
+    def clear(self) -> None:
+        self.begin = self.end = self.begin[:0]
+        self.spread_at, self.spread = self.spread_at[:0], []
 
 
 #: False walks every log chunk by chunk (the tests compare the two walks)
@@ -450,7 +505,7 @@ def _items_starts(a: Any, starts: Any, hist: list[Any]) -> tuple[Any, Any]:
 BULK_RECORDS = 2048
 
 
-def _history_bulk(hist: list[Any], keep: Callable[[str], bool] | None
+def _history_bulk(hist: Any, keep: Callable[[str], bool] | None
                   ) -> tuple[dict[str, tuple[Any, Any]], Any, set[str], list[bytes]]:
     """:func:`_history_batch` over :data:`BULK_RECORDS` records at a time, the pieces joined per key."""
     import numpy as np
@@ -605,7 +660,7 @@ def _step_field_tags(padded: Any, starts: Any, hend: Any, p: Any, rec: Any, item
     return f[inside]
 
 
-def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _Keys | None = None
+def _history_batch(hist: Any, keep: Callable[[str], bool] | None, known: _Keys | None = None
                    ) -> tuple[dict[str, tuple[Any, Any]], Any, set[str], list[bytes]]:
     """All short-form history records at once, with numpy over their joined bytes: ``(key -> (steps,
     values) for the keys ``keep`` accepts, wall times, every key, the records that did not fit)``.
@@ -620,12 +675,15 @@ def _history_batch(hist: list[Any], keep: Callable[[str], bool] | None, known: _
     n = len(hist)
     if not n:
         return {}, [], set(), []
-    lengths = np.fromiter(map(len, hist), dtype=np.int64, count=n)
-    starts = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
     # bytes past the end: every offset starts a whole word (below), and a value (under 128 bytes) is read
     # past a tag with no bounds to clamp to
-    buf = b"".join([*hist, b"\0" * _PAD])
+    if isinstance(hist, _Records):
+        lengths, buf = hist.lengths(), hist.joined(b"\0" * _PAD)
+    else:
+        lengths = np.fromiter(map(len, hist), dtype=np.int64, count=n)
+        buf = b"".join([*hist, b"\0" * _PAD])
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
     padded = np.frombuffer(buf, dtype=np.uint8)
     a = padded[:-_PAD]
     first, hend = _items_starts(a, starts, hist)
