@@ -114,8 +114,11 @@ def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evide
         if not case.nothing and not (case.healthy and not case.asks_problem) else ([], [])
     diff = next((e.diff for e in case.evidence if e.diff), "") if asked_fixes else ""
 
+    # a follow-up that asks something else of the thread's root (what to change first): the known issue and the
+    # playbook's why were told before; they stay for --verbose, and the answer to the new question leads
+    told = follow and not show_cause and case.root is not None and bool(case.leads)
     parts: dict[str, S.Section] = {
-        "known": S.known(inq, case, lead_known, related),
+        "known": S.known(inq, case, lead_known, related, brief=told),
         "cause": S.failed(inq, case) if (show_cause or case.root is None) else S.Section("cause"),
         "gpus": S.gpus(inq, case),
         "plan": S.plan(inq, case),
@@ -128,7 +131,7 @@ def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evide
             order.remove(lead)
             order.insert(0, lead)
     # a known issue that is this exact bug leads; demoted or related ones follow the run's own evidence
-    order.insert(0 if lead_known is not None else len(order), "known")
+    order.insert(0 if lead_known is not None and not told else len(order), "known")
     if about_failure:  # a fix upstream already made for this traceback, after the user's version
         from rlmedic.agent import upstream as U
 
@@ -141,7 +144,8 @@ def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evide
         parts[home] = S.Section(home, c.lines + h.lines, c.more + h.more)
         parts["cause"] = S.Section("cause")
     card_lead = not case.looked and case.root is None and not docs_lead
-    playbook = S.background(inq, case, cards, lead=card_lead or (follow and not repeat_root and not _answered(parts, case)))
+    playbook = S.background(inq, case, cards, lead=card_lead or (follow and not repeat_root and not _answered(parts, case)),
+                            told=told)
     if card_lead and "fixes" in order:  # a question alone: the likely cause, then what to change
         parts["cards"] = playbook
         at = order.index("fixes")

@@ -236,10 +236,11 @@ def fixes(inq: Inquiry, case: Case, chosen: Sequence[Fix], diff: str, *, card_ci
 # ---------------------------------------------------------------------- knowledge
 
 
-def known(inq: Inquiry, case: Case, lead: Any, related: Sequence[Any]) -> Section:
+def known(inq: Inquiry, case: Case, lead: Any, related: Sequence[Any], *, brief: bool = False) -> Section:
     """A known upstream issue that the evidence matches (its string, regex or exception), and at most two
     related records, each saying what matched; worded once for every front door
-    (:func:`rlmedic.knowledge.known.answer.known_lines`)."""
+    (:func:`rlmedic.knowledge.known.answer.known_lines`). ``brief`` (a follow-up the thread already told it
+    to): all of it under "more", where its fixes' citation still points."""
     from rlmedic.knowledge.known.answer import known_lines
 
     matches = ([lead] if lead is not None else []) + list(related[:2])
@@ -260,22 +261,24 @@ def known(inq: Inquiry, case: Case, lead: Any, related: Sequence[Any]) -> Sectio
     for m in related[:2]:  # what each related record matched, in one line
         if m.matched:
             lines.append(Line(f"    (it matched {how.get(m.how, m.how)}: {m.matched.strip()[:120]})"))
-    return Section("known", tuple(lines))
+    return Section("known", (), tuple(lines)) if brief else Section("known", tuple(lines))
 
 
 #: Placeholder citation numbers while known_lines writes its text (far above any real one).
 MARK = 900000
 
 
-def background(inq: Inquiry, case: Case, cards: Sequence[tuple[Any, float]], *, lead: bool) -> Section:
-    """Playbook cards: the likely cause when nothing more specific exists (``lead``), else background."""
+def background(inq: Inquiry, case: Case, cards: Sequence[tuple[Any, float]], *, lead: bool,
+               told: bool = False) -> Section:
+    """Playbook cards: the likely cause when nothing more specific exists (``lead``), else background (under
+    "more" on a follow-up the thread already explained the failure to: ``told``)."""
     if not cards:
         return Section("cards")
     best = cards[0][0]
     head = _line(f"{'Likely cause (playbook)' if lead else 'Background (playbook)'}: {best.title} {{cite}}.", best.citation)
     why = Line("Why it happens: " + " ".join(c.rstrip(".") + "." for c in best.causes[:2]))
     also = [_line(f"Also check: {card.title} {{cite}}.", card.citation) for card, _ in cards[1:3]]
-    if lead or (case.root is not None and best.category == case.root.category):
+    if lead or (case.root is not None and best.category == case.root.category and not told):
         # the likely cause when nothing more specific exists; else the root's own kind of failure, explained
         return Section("cards", (head, why), tuple(also))
     return Section("cards", (), (head, why, *also))

@@ -130,6 +130,24 @@ def test_a_follow_up_about_resuming_answers_the_new_question_and_refers_to_the_f
     assert not [f for f in again["fixes"] if f["key"] == "actor.mb_spec.max_tokens_per_mb"]
 
 
+def test_a_follow_up_asking_what_to_change_leads_with_the_fixes_not_the_known_issue_again(tmp_path: Path) -> None:
+    """The first answer told the known upstream issue and why it happens; "what should I change first?" in the
+    same thread answers with the edits, the known issue's paragraph kept for --verbose (it was repeated whole)."""
+    log = tmp_path / "train.log"
+    shutil.copy(FIXTURES / "logs" / "scenarios" / "latin1_oom.log", log)
+    first = ask("why did my run die?", "--attach", str(log), "--thread", "fixes-1")
+    assert short(first).startswith("Known issue:") and "Cause:" in short(first)
+    again = ask("what should I change first?", "--thread", "fixes-1")
+    text = short(again)
+    assert text.startswith("What to change"), text[:200]
+    assert "Cause:" not in text and "Why it happens" not in text  # told in the first answer
+    assert text.count("Earlier in this thread:") == 1
+    assert "Cause:" in again["more"]  # still there, for --verbose
+    assert again["fixes"] and again["fixes"][0]["key"] == first["fixes"][0]["key"]
+    bare = ask("why?", "--thread", "fixes-1")  # a bare "why?" asks for the explanation: it leads again
+    assert short(bare).startswith("Known issue:")
+
+
 # ---------------------------------------------------------------------- 5. other frameworks, shared words
 
 
