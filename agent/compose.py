@@ -76,12 +76,17 @@ def compose(inq: Inquiry, evidence: Sequence[Evidence], *, fresh: Sequence[Evide
     show_cause = case.root is not None and (not follow or fresh_root or "cause" in case.leads)
     about_failure = not follow or repeat_root
 
-    lead_known, related = _known(inq, case, texts, kb) if (repeat_root or not follow) else (None, [])
+    # a follow-up on another subject does not show the known issue again, but the framework it names holds
+    # for the whole thread (a log that names none, whose error only verl's record has, is a verl run)
+    lead_known, related = _known(inq, case, texts, kb)
+    named_by = lead_known
+    if follow and not repeat_root:
+        lead_known, related = None, []
     if case.nothing and (lead_known is not None or related):  # a known error string is something to go on
         case = dataclasses.replace(case, nothing=False)
-    if not case.framework and lead_known is not None:  # an error only one framework's record has names it
-        theirs = set(lead_known.record.frameworks) & RL_FRAMEWORKS
-        repo = RL_REPOS.get(str(lead_known.record.source).split("#")[0].split("/")[-1].lower(), "")
+    if not case.framework and named_by is not None:  # an error only one framework's record has names it
+        theirs = set(named_by.record.frameworks) & RL_FRAMEWORKS
+        repo = RL_REPOS.get(str(named_by.record.source).split("#")[0].split("/")[-1].lower(), "")
         named = theirs if len(theirs) == 1 else ({repo} & RL_FRAMEWORKS)
         if named:
             case = dataclasses.replace(case, framework=named.pop())

@@ -148,6 +148,19 @@ def test_a_follow_up_asking_what_to_change_leads_with_the_fixes_not_the_known_is
     assert short(bare).startswith("Known issue:")
 
 
+def test_a_follow_up_keeps_the_framework_the_first_answer_learned_from_a_known_issue(tmp_path: Path) -> None:
+    """The log names no framework; its error is a record only verl has, which made the first answer verl's. A
+    follow-up on another subject (resuming) stays verl's: it gave slime's --load advice before."""
+    log = tmp_path / "train.log"
+    shutil.copy(FIXTURES / "logs" / "scenarios" / "latin1_oom.log", log)
+    first = ask("why did my run die?", "--attach", str(log), "--thread", "fw-1")
+    assert "verl" in short(first)
+    again = ask("how do I resume?", "--thread", "fw-1")
+    keys = [f["key"] for f in again["fixes"] if f["key"]]
+    assert keys and all(k.split(".")[0] in ("trainer", "actor_rollout_ref") for k in keys), keys  # verl's
+    assert "--load" not in short(again) and "[slime]" not in short(again)
+
+
 # ---------------------------------------------------------------------- 5. other frameworks, shared words
 
 
