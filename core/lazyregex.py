@@ -189,13 +189,7 @@ class LazyPattern:
     def may_search(self, string: str) -> bool:
         """Whether :meth:`search` could find a match: False only when ``string`` lacks required text."""
         needs = self._prefilter()
-        if not needs:
-            return True
-        if not self._caseless:
-            return holds(needs, string)
-        if string.isascii() or not _folds_oddly(string):
-            return holds(needs, string.lower())
-        return True
+        return not needs or self._held(needs, string)
 
     def may_search_without_digits(self, skeleton: str) -> bool:
         """:meth:`may_search` for a line given with its digits deleted: False still only when the line
@@ -204,13 +198,14 @@ class LazyPattern:
         if not self._prefilter():
             return True
         needs = self._without_digits
-        if needs is None:
-            return True
+        return needs is None or self._held(needs, skeleton)
+
+    def _held(self, needs: Needs, text: str) -> bool:
+        """:func:`holds`, in lower case for a case-blind pattern; True (no verdict) on a line with a character
+        that folds oddly (:data:`ODD_FOLDS`)."""
         if not self._caseless:
-            return holds(needs, skeleton)
-        if skeleton.isascii() or not _folds_oddly(skeleton):
-            return holds(needs, skeleton.lower())
-        return True
+            return holds(needs, text)
+        return holds(needs, text.lower()) if text.isascii() or not _folds_oddly(text) else True
 
     def search(self, string: str, *args: Any) -> re.Match[str] | None:
         if not args and not self.may_search(string):
