@@ -12,6 +12,7 @@ own settings, then the rest in the order their sources gave them.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
@@ -136,11 +137,11 @@ def exact(fix: Fix, settings: dict[str, Any]) -> Fix:
     if fix.new is None:  # no value proposed: say the one in effect
         text = str(fix)
         where = f"({key})"
-        return fix.model_copy(update={"action": text.replace(where, f"({key}, now {now})") if where in text
-                                      else f"{text} ({key} is now {now})"})
+        return dataclasses.replace(fix, action=text.replace(where, f"({key}, now {now})") if where in text
+                                   else f"{text} ({key} is now {now})")
     why = fix.why or re.sub(r"\s*\([^)]*\)\s*$", "", fix.action).strip()
-    return fix.model_copy(update={"op": "add_flag" if key.startswith("--") and False else "set", "old": now,
-                                  "action": "", "why": why})
+    return dataclasses.replace(fix, op="add_flag" if key.startswith("--") and False else "set", old=now,
+                               action="", why=why)
 
 
 def _tier(c: Candidate, has_root: bool) -> float:

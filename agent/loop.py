@@ -586,7 +586,7 @@ class Agent:
             notes.append(f"the model's reply is incomplete ({run.cut})")
         haystack = claims.evidence_text(run.results, [question, *map(str, self.attachments),
                                                       *(str(c) for c in answer.citations),
-                                                      *(e.model_dump_json() for e in evidence), answer.grounded])
+                                                      *(json.dumps(e.to_dict(), default=str) for e in evidence), answer.grounded])
         answer.answer, unsupported = claims.check(answer.answer, haystack)
         if unsupported:
             notes.append(claims.notice(unsupported))

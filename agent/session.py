@@ -303,8 +303,8 @@ class Session:
                 self.attachments.append(path)
         for item in state.get("evidence") or []:
             try:
-                self.evidence.append(Evidence.model_validate(item))
-            except ValueError:
+                self.evidence.append(Evidence.from_dict(item))
+            except (TypeError, ValueError):
                 continue  # written by another version: the tools run again
         turn_fields = set(Turn.__dataclass_fields__) - {"answer"}
         self.turns = [Turn(**{k: v for k, v in t.items() if k in turn_fields}) for t in state.get("turns") or []
@@ -318,7 +318,7 @@ class Session:
             "saved_at": time.time(),
             "roots": [str(p) for p in self.roots],
             "attachments": [str(p) for p in self.attachments],
-            "evidence": [e.model_dump(mode="json") for e in self.evidence[-MAX_EVIDENCE:]],
+            "evidence": [e.to_dict() for e in self.evidence[-MAX_EVIDENCE:]],
             "turns": [t.to_dict() for t in self.turns[-MAX_TURNS:]],
         })
 

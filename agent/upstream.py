@@ -12,6 +12,7 @@ Slack and ``watch`` all say it the same way.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -51,7 +52,7 @@ def judged(evidence: Sequence[Evidence]) -> list[UpstreamFix]:
     out = []
     for f in best.values():
         yours = versions.get(f.package, f.yours) if f.package else f.yours
-        out.append(f.model_copy(update={"yours": yours, "status": status_for(f.release, yours)}))
+        out.append(dataclasses.replace(f, yours=yours, status=status_for(f.release, yours)))
     out.sort(key=lambda f: -f.score)
     newer = [f for f in out if f.status != "in_yours"]
     if out and out[0].status == "in_yours" and newer and out[0].score < newer[0].score + IN_YOURS_MARGIN:

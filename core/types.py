@@ -1,16 +1,21 @@
 """The shared vocabulary between layers: findings, fixes, citations.
 
 Every tool returns these (or plain dicts made from them); every renderer (terminal,
-JSON, Gradio, Slack) takes them. No layer parses another layer's prose. They are
-pydantic models so that a front door (JSON, MCP, a web page) gets validation, a JSON
-schema and ``model_dump`` for free; ``str()`` stays the short text a terminal shows.
+JSON, Gradio, Slack) takes them. No layer parses another layer's prose. ``str()`` is the
+short text a terminal shows, ``to_dict()`` the JSON form, ``from_dict()`` reads a JSON form
+back (a saved session), and a bad value (an unknown severity, a line range that is not two
+numbers) is refused with one ``ValueError`` when the object is made.
+
+They are plain keyword-only dataclasses, not pydantic models: every command imports this
+module, and pydantic's import and model building cost each cold command ~0.15-0.25 s of CPU
+(a third of a small ``diagnose``), for validation these few types do in a few lines.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 #: The category vocabulary shared by cards, log signatures, findings and cases.
 CATEGORIES: tuple[str, ...] = (
@@ -46,7 +51,38 @@ CitationKind = Literal["card", "doc", "log", "issue", "config"]
 FixOp = Literal["set", "delete", "rename", "add_flag", "remove_flag", "remove_value", "action"]
 
 
-class Citation(BaseModel):
+def _one_of(owner: str, name: str, value: Any, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{owner}.{name}: {value!r} is not one of {', '.join(allowed)}")
+
+
+def _known_fields(cls: type, data: Any) -> dict[str, Any]:
+    """The entries of a JSON object that name a field of ``cls`` (derived keys such as ``text`` are dropped)."""
+    if isinstance(data, cls):
+        return {f.name: getattr(data, f.name) for f in dataclasses.fields(cls)}
+    if not isinstance(data, dict):
+        raise ValueError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _each(owner: str, name: str, items: Any, kind: type) -> list[Any]:
+    """``items`` as a list of ``kind``: each one already is, or is its JSON object."""
+    if isinstance(items, (str, bytes, dict)) or not hasattr(items, "__iter__"):
+        raise ValueError(f"{owner}.{name}: expected a list of {kind.__name__}, got {type(items).__name__}")
+    return [item if isinstance(item, kind) else kind.from_dict(item) for item in items]
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    object.__setattr__(obj, name, value)  # a frozen dataclass's own __post_init__ may normalise its fields
+
+
+_KINDS = get_args(CitationKind)
+_OPS = get_args(FixOp)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Citation:
     """Where a claim comes from.
 
     ``kind`` is ``card`` (a playbook card id), ``doc`` (a document path with heading and
@@ -55,13 +91,24 @@ class Citation(BaseModel):
     (:meth:`to_dict`) keeps every field and adds that text as ``text``.
     """
 
-    model_config = ConfigDict(frozen=True)
-
     kind: CitationKind
     ref: str
     section: str = ""
     lines: tuple[int, int] | None = None
     url: str = ""
+
+    def __post_init__(self) -> None:
+        _one_of("Citation", "kind", self.kind, _KINDS)
+        if self.lines is not None:
+            lines = tuple(self.lines) if isinstance(self.lines, (list, tuple)) else ()
+            if len(lines) != 2 or not all(isinstance(n, int) and not isinstance(n, bool) for n in lines):
+                raise ValueError(f"Citation.lines: expected two line numbers, got {self.lines!r}")
+            _set(self, "lines", lines)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Citation:
+        """A citation from its JSON form (``text`` is derived, not read)."""
+        return cls(**_known_fields(cls, data))
 
     @classmethod
     def card(cls, card_id: str, section: str = "") -> Citation:
@@ -75,7 +122,6 @@ class Citation(BaseModel):
     def log(cls, file: str, line: int | None = None) -> Citation:
         return cls(kind="log", ref=file, lines=(line, line) if line is not None else None)
 
-    @computed_field  # type: ignore[prop-decorator]
     @property
     def text(self) -> str:
         return str(self)
@@ -95,9 +141,8 @@ class Citation(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """kind, ref, section, lines (a list or None), url, and ``text`` (what ``str()`` shows)."""
-        data = self.model_dump()
-        data["lines"] = list(self.lines) if self.lines else None
-        return data
+        return {"kind": self.kind, "ref": self.ref, "section": self.section,
+                "lines": list(self.lines) if self.lines else None, "url": self.url, "text": str(self)}
 
 
 def cite_dicts(citations: list[Citation] | tuple[Citation, ...]) -> list[dict[str, Any]]:
@@ -105,7 +150,8 @@ def cite_dicts(citations: list[Citation] | tuple[Citation, ...]) -> list[dict[st
     return [c.to_dict() for c in citations]
 
 
-class Fix(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class Fix:
     """One change to make: a config key or flag (``op`` set/delete/rename/add_flag/remove_flag) or a plain action.
 
     ``action`` is the one-line instruction; when empty, ``str()`` derives it from ``op``,
@@ -113,8 +159,6 @@ class Fix(BaseModel):
     ``framework`` tags a fix that applies to one framework only; ``rule`` names the
     config rule or remedy that proposed it.
     """
-
-    model_config = ConfigDict(frozen=True)
 
     action: str = ""
     op: FixOp = "action"
@@ -125,6 +169,15 @@ class Fix(BaseModel):
     framework: str = ""
     rule: str = ""
     citations: tuple[Citation, ...] = ()
+
+    def __post_init__(self) -> None:
+        _one_of("Fix", "op", self.op, _OPS)
+        _set(self, "citations", tuple(_each("Fix", "citations", self.citations, Citation)))
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Fix:
+        """A fix from its field dict (``action`` as written; ``citations`` as objects)."""
+        return cls(**_known_fields(cls, data))
 
     @property
     def citation(self) -> Citation | None:
@@ -164,7 +217,8 @@ class Fix(BaseModel):
         }
 
 
-class Finding(BaseModel):
+@dataclass(kw_only=True)
+class Finding:
     """Something a tool found, with the evidence that backs it.
 
     Log findings fill ``file``/``line``/``evidence``; config findings also ``key`` (the
@@ -182,11 +236,23 @@ class Finding(BaseModel):
     key: str = ""
     rule: str = ""
     suggestion: str = ""
-    evidence: dict[str, Any] = Field(default_factory=dict)
-    fixes: list[Fix] = Field(default_factory=list)
-    citations: list[Citation] = Field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    fixes: list[Fix] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
     card: str = ""
     root: int | None = None
+
+    def __post_init__(self) -> None:
+        _one_of("Finding", "severity", self.severity, SEVERITIES)
+        if not isinstance(self.evidence, dict):
+            raise ValueError(f"Finding.evidence: expected an object, got {type(self.evidence).__name__}")
+        self.fixes = _each("Finding", "fixes", self.fixes, Fix)
+        self.citations = _each("Finding", "citations", self.citations, Citation)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Finding:
+        """A finding from its field dict (what a saved session holds)."""
+        return cls(**_known_fields(cls, data))
 
     @property
     def message(self) -> str:
@@ -229,7 +295,8 @@ class Finding(BaseModel):
 UpstreamStatus = Literal["after_yours", "in_yours", "unknown"]
 
 
-class UpstreamFix(BaseModel):
+@dataclass(kw_only=True)
+class UpstreamFix:
     """A commit in a framework's public history that likely fixed the user's failure.
 
     Found by :mod:`rlmedic.knowledge.history` from the traceback's frames and words. ``matched``
@@ -253,6 +320,14 @@ class UpstreamFix(BaseModel):
     status: UpstreamStatus = "unknown"
     strong: bool = False
 
+    def __post_init__(self) -> None:
+        _one_of("UpstreamFix", "status", self.status, get_args(UpstreamStatus))
+
+    @classmethod
+    def from_dict(cls, data: Any) -> UpstreamFix:
+        """A fix from its JSON form (``url`` is derived, not read)."""
+        return cls(**_known_fields(cls, data))
+
     @property
     def ref(self) -> str:
         """``owner/repo#N`` for a merged PR, ``owner/repo@sha7`` otherwise."""
@@ -272,13 +347,14 @@ class UpstreamFix(BaseModel):
 
     def to_dict(self) -> dict[str, Any]:
         """repo, pr, commit, subject, date, release, matched, score (and package, yours, status, strong, url)."""
-        data = self.model_dump()
+        data = dataclasses.asdict(self)
         data["score"] = round(self.score, 3)
         data["url"] = self.url
         return data
 
 
-class Evidence(BaseModel):
+@dataclass(kw_only=True)
+class Evidence:
     """What one tool call established, in the shared vocabulary (the one interface composition reads).
 
     Every tool result is turned into this once, in the registry (each tool names its
@@ -293,27 +369,44 @@ class Evidence(BaseModel):
     tool: str = ""
     subject: str = ""  # what was examined: logs | config | gpus | checkpoints | knowledge | question
     call: str = ""  # the call's identity (tool + arguments), so a follow-up reuses it
-    findings: list[Finding] = Field(default_factory=list)  # root first when there is one
+    findings: list[Finding] = field(default_factory=list)  # root first when there is one
     root: int | None = None  # index of the root finding in ``findings``
-    fixes: list[Fix] = Field(default_factory=list)
-    citations: list[Citation] = Field(default_factory=list)
-    plan: list[str] = Field(default_factory=list)
-    advice: list[Finding] = Field(default_factory=list)
-    facts: list[str] = Field(default_factory=list)  # short statements of state (a leftover pid, a damaged save)
+    fixes: list[Fix] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
+    plan: list[str] = field(default_factory=list)
+    advice: list[Finding] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)  # short statements of state (a leftover pid, a damaged save)
     diff: str = ""
-    versions: dict[str, str] = Field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
     #: commits in a framework's history that match the failure (rlmedic sync-code), best first
-    upstream_fixes: list[UpstreamFix] = Field(default_factory=list)
-    frameworks: list[str] = Field(default_factory=list)
+    upstream_fixes: list[UpstreamFix] = field(default_factory=list)
+    frameworks: list[str] = field(default_factory=list)
     checked: str = ""
     healthy: bool = False
     verdict: str = ""  # the tool's own word on the run when it has one: failed, finished, healthy, no-errors, ...
     #: the attached config's values in effect (its own scalars, then the defaults of the keys the playbook's
     #: fixes name): a fix whose value is already in effect, or past it, does not apply
-    settings: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
     #: metric series seen in the logs, by concept (reward, response_length, ...): key, first/last/max and steps
-    metrics: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     at: float = 0.0  # when it was established (time.time()): a file changed since means look again
+
+    def __post_init__(self) -> None:
+        self.findings = _each("Evidence", "findings", self.findings, Finding)
+        self.advice = _each("Evidence", "advice", self.advice, Finding)
+        self.fixes = _each("Evidence", "fixes", self.fixes, Fix)
+        self.citations = _each("Evidence", "citations", self.citations, Citation)
+        self.upstream_fixes = _each("Evidence", "upstream_fixes", self.upstream_fixes, UpstreamFix)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Evidence:
+        """Evidence from its :meth:`to_dict` form (a saved session's)."""
+        return cls(**_known_fields(cls, data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, nested objects as their field dicts (tuples as lists once through JSON):
+        what a saved session holds and :meth:`from_dict` reads back."""
+        return dataclasses.asdict(self)
 
     @property
     def root_finding(self) -> Finding | None:

@@ -31,7 +31,7 @@ def test_citations_round_trip_through_saved_evidence(citation: Citation) -> None
     fix = Fix(key="actor.x", op="set", new=1, citations=(citation,))
     ev = Evidence(subject="logs", findings=[Finding(id="f", severity="error", summary="s", citations=[citation],
                                                     fixes=[fix])], root=0, fixes=[fix], citations=[citation])
-    back = Evidence.model_validate(json.loads(json.dumps(ev.model_dump(mode="json"))))
+    back = Evidence.from_dict(json.loads(json.dumps(ev.to_dict())))
     assert back == ev and back.root_finding.citations == [citation] and back.fixes[0].citation == citation
 
 

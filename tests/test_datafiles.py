@@ -96,13 +96,17 @@ def test_checked_patterns_fail_at_once_and_pickle_as_text() -> None:
     assert restored.search("2 GiB").group("n") == "2" and restored.search("2 MiB") is None
 
 
-def test_a_warm_diagnose_never_imports_yaml(tmp_path: Path) -> None:
+def test_a_warm_diagnose_imports_neither_yaml_nor_pydantic(tmp_path: Path) -> None:
+    """Each costs a cold command start-up time: PyYAML ~25 ms (its resolver's regexes), pydantic
+    ~0.15-0.25 s (its import and model building). The tables come from the cache; the shared types
+    are dataclasses and a command's own tool call skips pydantic (:meth:`Tool.bind`)."""
     log = tmp_path / "train.log"
     log.write_text("step 1 loss=0.5\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     code = (
         "import sys, runpy\n"
         f"sys.argv = ['rlmedic', 'diagnose', {str(log)!r}]\n"
         "try:\n    runpy.run_module('rlmedic', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        "print('PYDANTIC' if 'pydantic' in sys.modules else 'NO-PYDANTIC')\n"
         "print('YAML' if 'yaml' in sys.modules else 'NO-YAML')\n"
     )
     env = dict(os.environ)
@@ -111,3 +115,4 @@ def test_a_warm_diagnose_never_imports_yaml(tmp_path: Path) -> None:
     assert "out of memory" in runs[1].stdout.lower(), runs[1].stdout + runs[1].stderr
     assert runs[0].stdout.strip().endswith("YAML")  # the first one parsed and cached the tables
     assert runs[1].stdout.strip().endswith("NO-YAML"), runs[1].stdout[-500:]
+    assert "\nNO-PYDANTIC\n" in runs[1].stdout, runs[1].stdout[-500:]

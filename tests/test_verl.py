@@ -53,12 +53,12 @@ def test_verl_questions_are_recognised_by_keys_and_name(text: str, framework: st
 
 
 def test_fixes_for_one_framework_stay_out_of_another() -> None:
-    verl_fix = Fix.model_validate({"op": "action", "action": "x", "key": "trainer.save_freq", "framework": "verl"})
-    areal_fix = Fix.model_validate({"op": "action", "action": "x", "key": "saver.freq_steps", "framework": "areal"})
-    untagged_verl = Fix.model_validate({"op": "action", "action": "x", "key": "actor_rollout_ref.rollout.n"})
-    untagged_areal = Fix.model_validate({"op": "action", "action": "x", "key": "cluster.fileroot"})
-    flag = Fix.model_validate({"op": "action", "action": "x", "key": "--save-interval"})
-    generic = Fix.model_validate({"op": "action", "action": "restart the job"})
+    verl_fix = Fix.from_dict({"op": "action", "action": "x", "key": "trainer.save_freq", "framework": "verl"})
+    areal_fix = Fix.from_dict({"op": "action", "action": "x", "key": "saver.freq_steps", "framework": "areal"})
+    untagged_verl = Fix.from_dict({"op": "action", "action": "x", "key": "actor_rollout_ref.rollout.n"})
+    untagged_areal = Fix.from_dict({"op": "action", "action": "x", "key": "cluster.fileroot"})
+    flag = Fix.from_dict({"op": "action", "action": "x", "key": "--save-interval"})
+    generic = Fix.from_dict({"op": "action", "action": "restart the job"})
     assert fits(verl_fix, "verl") and not fits(verl_fix, "areal") and not fits(verl_fix, "slime")
     assert not fits(areal_fix, "verl")
     assert fits(untagged_verl, "verl") and not fits(untagged_verl, "areal")

@@ -23,6 +23,7 @@ import json
 import os
 import threading
 import time
+import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -166,6 +167,8 @@ class Tool:
     #: what a model calls it for, a phrase after its name (``for logs``): the system prompt's and the MCP
     #: server's list of tools (:meth:`Registry.guide`) are made of these
     use: str = ""
+    #: name -> (annotation, default or ``...``), from the signature (checked when the tool registers)
+    fields: dict[str, tuple[Any, Any]] = field(default_factory=dict, repr=False)
     _params: type | None = field(default=None, repr=False)
 
     @property
@@ -182,7 +185,34 @@ class Tool:
 
     def takes_many(self, param: str) -> bool:
         """Whether ``param`` is a list (one call takes every attachment) rather than one value."""
-        return typing.get_origin(self.params.model_fields[param].annotation) is list
+        return typing.get_origin(_bare(self.fields[param][0])) is list
+
+    def bind(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Every parameter's value for a call: ``arguments`` checked against the signature, defaults filled in.
+
+        Arguments that already are what the signature declares (a ``str`` for ``str``, a list of
+        ``str`` for ``list[str]``, within its :class:`Param` bounds) are taken as they are, with no
+        pydantic: a command line's call is always such, and importing pydantic costs a cold
+        command ~0.15 s. Anything else (a model's ``"5"`` for an ``int``, a wrong type, an unknown
+        name) goes through the pydantic model (:attr:`params`), which converts it or raises
+        ``ValidationError``: one set of rules, the fast path only ever accepting what pydantic
+        accepts unchanged (``tests/test_registry_bind.py`` checks that on random values).
+        """
+        if set(arguments) <= set(self.fields):
+            values: dict[str, Any] = {}
+            for name, (hint, default) in self.fields.items():
+                if name in arguments:
+                    if not _as_declared(hint, arguments[name]):
+                        break
+                    values[name] = arguments[name]
+                elif default is ...:
+                    break
+                else:
+                    values[name] = default
+            else:
+                return values
+        params = self.params.model_validate(arguments)
+        return {name: getattr(params, name) for name in self.fields}
 
     @property
     def summary(self) -> str:
@@ -230,8 +260,8 @@ class Registry:
             raise ValueError(f"tool {tool_name!r} needs a docstring: it is the description a model reads")
         kinds = {param: (k,) if isinstance(k, str) else tuple(k) for param, k in (reads or {}).items()}
         names = _param_fields(fn, tool_name)
-        entry = Tool(name=tool_name, fn=fn, description=description, render=render,
-                     cache_paths=cache_paths, evidence=evidence, step=step, reads=kinds, use=" ".join(use.split()))
+        entry = Tool(name=tool_name, fn=fn, description=description, render=render, cache_paths=cache_paths,
+                     evidence=evidence, step=step, reads=kinds, use=" ".join(use.split()), fields=names)
         if cache_paths and cache_paths not in names:
             raise ValueError(f"tool {tool_name!r}: cache_paths names no parameter {cache_paths!r}")
         for param, taken in kinds.items():
@@ -304,7 +334,7 @@ class Registry:
                     elif len(paths) == 1:
                         args[other] = paths[0]
                 try:
-                    entry.params.model_validate(args)
+                    entry.bind(args)
                 except Exception:  # noqa: BLE001 - pydantic.ValidationError: the tool would refuse the call
                     continue
                 planned.append((entry.name, args))
@@ -335,7 +365,7 @@ class Registry:
             return ToolResult(name, False, arguments=shown_args, seconds=time.monotonic() - started,
                               error=f"{name}: arguments too large ({size} characters; at most {MAX_ARGUMENT_CHARS})")
         try:
-            params = entry.params.model_validate(arguments)
+            params = entry.bind(arguments)
         except Exception as exc:  # pydantic.ValidationError
             return ToolResult(name, False, error=_error(_validation_message(name, exc)), arguments=shown_args,
                               seconds=time.monotonic() - started)
@@ -351,7 +381,7 @@ class Registry:
                                   evidence=_evidence(entry, value, shown_args))
         try:
             ctx.check_time()
-            value = entry.fn(ctx, **{k: getattr(params, k) for k in type(params).model_fields})
+            value = entry.fn(ctx, **params)
         except UserError as exc:
             return ToolResult(name, False, error=_error(str(exc)), arguments=shown_args, seconds=time.monotonic() - started)
         except Exception as exc:
@@ -370,7 +400,7 @@ class Registry:
                           seconds=time.monotonic() - started, evidence=_evidence(entry, value, shown_args))
 
     @staticmethod
-    def _cache_key(entry: Tool, params: Any, ctx: ToolContext) -> str | None:
+    def _cache_key(entry: Tool, params: dict[str, Any], ctx: ToolContext) -> str | None:
         """The content-keyed cache entry of this call (see :mod:`rlmedic.toolcache`), or None: not cacheable."""
         if not entry.cache_paths:
             return None
@@ -378,10 +408,10 @@ class Registry:
 
         if not TOOL_CACHE.enabled():
             return None
-        paths = getattr(params, entry.cache_paths) or []
+        paths = params[entry.cache_paths] or []
         if any(str(p) in ctx.streams for p in paths):
             return None  # a stream (stdin, pasted text) is read once: nothing to key it by
-        arguments = {"args": params.model_dump(mode="json"), "max_text_chars": ctx.max_text_chars,
+        arguments = {"args": params, "max_text_chars": ctx.max_text_chars,
                      # caps and engine choices change results: RLMEDIC_MAX_SCAN_BYTES, RLMEDIC_SCAN_ENGINE, ...
                      "env": sorted((k, v) for k, v in os.environ.items() if k.startswith("RLMEDIC_"))}
         return TOOL_CACHE.key(entry.name, arguments, [str(p) for p in paths], ctx.confinement)
@@ -454,11 +484,94 @@ def _param_fields(fn: Callable[..., Any], tool_name: str) -> dict[str, tuple[Any
     return fields
 
 
+@dataclass(frozen=True)
+class Param:
+    """What a tool says of one parameter, in ``Annotated[type, Param(...)]``: the description a model
+    reads in the JSON schema and the bounds a value must keep (``ge``/``le`` for numbers,
+    ``min_length``/``max_length`` for strings and lists). The registry turns it into pydantic's
+    ``Field`` when it builds the schema; tools do not import pydantic."""
+
+    description: str = ""
+    ge: float | None = None
+    le: float | None = None
+    min_length: int | None = None
+    max_length: int | None = None
+
+    def field(self) -> Any:
+        from pydantic import Field
+
+        bounds = {k: v for k, v in dataclasses.asdict(self).items() if k != "description" and v is not None}
+        return Field(description=self.description or None, **bounds)
+
+    def holds(self, value: Any) -> bool:
+        """Whether ``value`` (already of the declared type) keeps these bounds."""
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return (self.ge is None or value >= self.ge) and (self.le is None or value <= self.le)
+        if isinstance(value, (str, list, dict)):
+            return ((self.min_length is None or len(value) >= self.min_length)
+                    and (self.max_length is None or len(value) <= self.max_length))
+        return True
+
+
+def _bare(hint: Any) -> Any:
+    """A hint without its ``Annotated`` metadata."""
+    return typing.get_args(hint)[0] if typing.get_origin(hint) is typing.Annotated else hint
+
+
+#: The types the fast path of :meth:`Tool.bind` takes as they are (exact types: a bool is not an int).
+_EXACT = (str, int, float, bool)
+
+
+def _exactly(kind: type, value: Any) -> bool:
+    """``value`` is of type ``kind`` itself; a string also encodes to UTF-8 (pydantic refuses lone
+    surrogates in some strings: those go to it, which decides as it always did)."""
+    if type(value) is not kind:
+        return False
+    if kind is str and not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return False
+    return True
+
+
+def _as_declared(hint: Any, value: Any) -> bool:
+    """Whether ``value`` already is what ``hint`` declares, within its :class:`Param` bounds, so that
+    pydantic would take it unchanged. False means "ask pydantic", not "invalid"."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Annotated:
+        inner, *meta = typing.get_args(hint)
+        # other metadata (a pydantic Field, a validator) is pydantic's to apply
+        return all(isinstance(m, Param) and m.holds(value) for m in meta) and _as_declared(inner, value)
+    if hint is type(None):
+        return value is None
+    if hint in _EXACT:
+        return _exactly(hint, value)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_as_declared(arm, value) for arm in typing.get_args(hint))
+    if origin is typing.Literal:
+        return any(type(value) is type(choice) and value == choice for choice in typing.get_args(hint))
+    if origin is list:
+        (item,) = typing.get_args(hint) or (Any,)
+        return type(value) is list and item in _EXACT and all(_exactly(item, v) for v in value)
+    if origin is dict:
+        key, item = typing.get_args(hint) or (Any, Any)
+        return (type(value) is dict and key in _EXACT and item in _EXACT
+                and all(_exactly(key, k) and _exactly(item, v) for k, v in value.items()))
+    return False
+
+
 def _params_model(fn: Callable[..., Any], tool_name: str) -> type:
-    """A pydantic model of ``fn``'s parameters after ``ctx`` (types and defaults from the signature)."""
+    """A pydantic model of ``fn``'s parameters after ``ctx`` (types and defaults from the signature;
+    each :class:`Param` becomes pydantic's ``Field``)."""
     from pydantic import ConfigDict, create_model
 
-    fields = _param_fields(fn, tool_name)
+    fields = {}
+    for name, (hint, default) in _param_fields(fn, tool_name).items():
+        if typing.get_origin(hint) is typing.Annotated:
+            inner, *meta = typing.get_args(hint)
+            hint = typing.Annotated[(inner, *(m.field() if isinstance(m, Param) else m for m in meta))]
+        fields[name] = (hint, default)
     model_name = "".join(part.title() for part in tool_name.split("_")) + "Params"
     return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
 

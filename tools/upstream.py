@@ -119,7 +119,7 @@ def alert_line(items: list[Any]) -> str:
     """One line for a ``watch`` alert: the best strong match not already in the user's release ("" if none)."""
     for item in items or ():
         try:
-            f = item if isinstance(item, UpstreamFix) else UpstreamFix.model_validate(item)
+            f = item if isinstance(item, UpstreamFix) else UpstreamFix.from_dict(item)
         except (TypeError, ValueError):
             continue
         if f.strong and f.status != "in_yours":

@@ -49,7 +49,16 @@ class _Command(TyperCommand):
         return super().invoke(ctx)
 
     def collect_usage_pieces(self, ctx: Context) -> list[str]:
-        return [re.sub(r"\{([^}]*)\}", r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
+        """``[OPTIONS] [PATH]...``: braces dropped, and an argument of many values ends in ``...`` even when
+        it names its metavar (click then prints the metavar alone)."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            for piece in param.get_usage_pieces(ctx):
+                piece = re.sub(r"\{([^}]*)\}", r"\1", piece)
+                if param.param_type_name == "argument" and param.nargs != 1 and not piece.endswith("..."):
+                    piece += "..."
+                pieces.append(piece)
+        return pieces
 
     def format_options(self, ctx: Context, formatter: HelpFormatter) -> None:
         args, opts = [], []

@@ -105,7 +105,7 @@ def upstream_for_diagnosis(diagnosis: object, env: dict[str, str]) -> list[str]:
     if not isinstance(stats, dict):
         return []
     logs = Evidence(subject="logs", versions=dict(stats.get("versions") or {}),
-                    upstream_fixes=[UpstreamFix.model_validate(f) for f in stats.get("upstream_fixes") or []])
+                    upstream_fixes=[UpstreamFix.from_dict(f) for f in stats.get("upstream_fixes") or []])
     evidence = [logs, Evidence(subject="env", versions=env)]
     if env:
         stats["versions"] = {**logs.versions, **env}

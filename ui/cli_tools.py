@@ -76,7 +76,7 @@ def parse_arguments(entry: Any, items: list[str]) -> dict[str, Any]:
 
     from rlmedic.errors import UserError
 
-    fields = entry.params.model_fields
+    fields = entry.fields
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")

@@ -20,6 +20,7 @@ Changes to the same key are applied once (the first wins).
 from __future__ import annotations
 
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -572,7 +573,7 @@ def fix_parsed(framework: str, config: Any, ctx: LintContext) -> FixResult:
         try:
             apply_changes(framework, work, [change])
         except UserError as exc:
-            actions.append(change.model_copy(update={"op": "action", "why": f"apply by hand: {exc}"}))
+            actions.append(dataclasses.replace(change, op="action", why=f"apply by hand: {exc}"))
             return
         applied.append(change)
 
@@ -642,7 +643,7 @@ def in_effect(framework: str, config: Any, change: Fix) -> Fix:
     documented defaults included). A rename's old value is the old name; a switch's stray value stays as written."""
     if change.op in ("rename", "action", "remove_value"):
         return change
-    return change.model_copy(update={"old": config.value(change.key)})
+    return dataclasses.replace(change, old=config.value(change.key))
 
 
 def _by_hand(problems: list[Finding], applied: list[Fix], actions: list[Fix]) -> list[Fix]:
@@ -660,8 +661,8 @@ def _by_hand(problems: list[Finding], applied: list[Fix], actions: list[Fix]) ->
                 why = f"not applied: another fix already changes {change.key}"
             else:
                 why = f"not applied: {change.why}"
-            out.append(change.model_copy(update={"op": "action", "action": "",
-                                                 "why": f"edit by hand if you want it: {change}; {why}"}))
+            out.append(dataclasses.replace(change, op="action", action="",
+                                           why=f"edit by hand if you want it: {change}; {why}"))
             done.add((change.key, "action"))
     return out
 

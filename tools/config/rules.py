@@ -7,6 +7,7 @@ message and proposed change; :mod:`rlmedic.tools.config.fix` applies the changes
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
@@ -80,7 +81,7 @@ class Rule(_Cited):
 
     def problem(self, ctx: LintContext, key: str, message: str, *, line: int | None = None,
                 changes: list[Fix] | None = None, severity: str | None = None) -> Finding:
-        fixes = [c.model_copy(update={"rule": c.rule or self.id, "citations": c.citations or self.citations})
+        fixes = [dataclasses.replace(c, rule=c.rule or self.id, citations=c.citations or self.citations)
                  for c in changes or []]
         return config_finding(key, message, severity or self.severity_for(ctx), rule=self.id, line=line,
                               citations=self.citations, fixes=fixes)

@@ -29,7 +29,7 @@ def upstream_fixes_of(items: Any) -> list[UpstreamFix]:
     out = []
     for item in items or ():
         try:
-            out.append(item if isinstance(item, UpstreamFix) else UpstreamFix.model_validate(item))
+            out.append(item if isinstance(item, UpstreamFix) else UpstreamFix.from_dict(item))
         except (TypeError, ValueError):
             continue
     return out

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field
-
-from rlmedic.tools.registry import ToolContext, tool
+from rlmedic.tools.registry import Param, ToolContext, tool
 from rlmedic.tools.toolset._common import add_citations, serious_findings
 from rlmedic.types import Citation, Evidence, Finding
 
@@ -82,11 +80,11 @@ def _step_checkpoints(data: Any) -> str:
       reads={"root": "checkpoints", "config": "config"}, use="for run and checkpoint folders (what to resume from)")
 def list_checkpoints(
     ctx: ToolContext,
-    root: Annotated[str, Field(description="A fileroot or its checkpoints/ folder, a slime --save folder, or HF save folders.")],
-    experiment_name: Annotated[str | None, Field(description="Only this AReaL experiment.")] = None,
-    trial_name: Annotated[str | None, Field(description="Only this AReaL trial.")] = None,
-    before_step: Annotated[int | None, Field(ge=0, description="Only checkpoints before this global step.")] = None,
-    config: Annotated[str | None, Field(description="The config the run will resume with: the plan lists what differs.")] = None,
+    root: Annotated[str, Param(description="A fileroot or its checkpoints/ folder, a slime --save folder, or HF save folders.")],
+    experiment_name: Annotated[str | None, Param(description="Only this AReaL experiment.")] = None,
+    trial_name: Annotated[str | None, Param(description="Only this AReaL trial.")] = None,
+    before_step: Annotated[int | None, Param(ge=0, description="Only checkpoints before this global step.")] = None,
+    config: Annotated[str | None, Param(description="The config the run will resume with: the plan lists what differs.")] = None,
 ) -> Any:
     """Checkpoints that exist (AReaL, slime/Megatron, Hugging Face): steps, times, sizes, integrity, and how to resume.
 

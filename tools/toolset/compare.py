@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Annotated, Any
 
-from pydantic import Field
-
 from rlmedic.redact import REDACTED, names_secret
-from rlmedic.tools.registry import ToolContext, tool
+from rlmedic.tools.registry import Param, ToolContext, tool
 from rlmedic.types import Evidence
 
 #: Differences kept in a result (a config rewritten from scratch differs everywhere).
@@ -111,7 +109,7 @@ def _settings(framework: str, config: Any) -> dict[str, tuple[Any, int | None]]:
       use="for two configs, one that worked and one that failed")
 def compare_configs(
     ctx: ToolContext,
-    configs: Annotated[list[str], Field(min_length=2, max_length=2, description=(
+    configs: Annotated[list[str], Param(min_length=2, max_length=2, description=(
         "Two configs of one framework (AReaL YAML or slime launch scripts): the run that worked first, "
         "then the one that failed."))],
 ) -> ConfigComparison:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field
-
-from rlmedic.tools.registry import ToolContext, tool
+from rlmedic.tools.registry import Param, ToolContext, tool
 from rlmedic.tools.toolset._common import add_citations, cite, serious_findings
 from rlmedic.types import Citation, Evidence, severity_rank
 
@@ -32,8 +30,8 @@ def _load_snapshot(ctx: ToolContext, snapshot: str | None) -> Any:
     return load_snapshot(snapshot, confinement=ctx.confinement)
 
 
-Snapshot = Annotated[str | None, Field(description="A GPU snapshot (rlmedic gpu --save) for the hardware checks.")]
-Spot = Annotated[bool, Field(description="The run uses spot/preemptible machines: recovery settings become errors.")]
+Snapshot = Annotated[str | None, Param(description="A GPU snapshot (rlmedic gpu --save) for the hardware checks.")]
+Spot = Annotated[bool, Param(description="The run uses spot/preemptible machines: recovery settings become errors.")]
 
 
 def lint_evidence(result: Any) -> Evidence:
@@ -59,7 +57,7 @@ def _step_config(data: Any) -> str:
 
 @tool(render=_render_lint, evidence=lint_evidence, step=_step_config, use="to check a config without logs")
 def lint_config(ctx: ToolContext,
-                config: Annotated[str, Field(description="An AReaL YAML config, or a slime launch script / argument file.")],
+                config: Annotated[str, Param(description="An AReaL YAML config, or a slime launch script / argument file.")],
                 snapshot: Snapshot = None, spot: Spot = False) -> Any:
     """Check an AReaL YAML config or slime launch script: schema, "did you mean", constraint rules. Changes nothing."""
     from rlmedic.tools.config.fix import lint_config as run
@@ -110,11 +108,11 @@ def fix_evidence(result: Any) -> Evidence:
       use="for configs and launch scripts (the corrected config, with the logs when there are some)")
 def fix_config(
     ctx: ToolContext,
-    config: Annotated[str, Field(description="An AReaL YAML config, or a slime launch script / argument file.")],
-    logs: Annotated[list[str], Field(description="Training logs: the failure phase picks the remedies.")] = [],  # noqa: B006
+    config: Annotated[str, Param(description="An AReaL YAML config, or a slime launch script / argument file.")],
+    logs: Annotated[list[str], Param(description="Training logs: the failure phase picks the remedies.")] = [],  # noqa: B006
     snapshot: Snapshot = None,
     spot: Spot = False,
-    fileroot: Annotated[str, Field(description="Persistent path for a relative or /tmp fileroot/--save.")] = "",
+    fileroot: Annotated[str, Param(description="Persistent path for a relative or /tmp fileroot/--save.")] = "",
 ) -> Any:
     """The corrected config: the smallest set of changes, each with old and new value, reason and citation, and a diff.
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import Field
-
-from rlmedic.tools.registry import ToolContext, tool
+from rlmedic.tools.registry import Param, ToolContext, tool
 from rlmedic.tools.toolset._common import add_citations, cite
 from rlmedic.types import Citation, Evidence, Fix, severity_rank
 
@@ -75,7 +73,7 @@ def _step_gpu(data: Any) -> str:
 @tool(render=_render_gpu, evidence=gpu_evidence, step=_step_gpu, reads={"snapshot": "snapshot"},
       use="for GPU snapshots or this machine's GPUs")
 def gpu_status(ctx: ToolContext,
-               snapshot: Annotated[str | None, Field(description="A GPU snapshot JSON saved with `rlmedic gpu --save`; "
+               snapshot: Annotated[str | None, Param(description="A GPU snapshot JSON saved with `rlmedic gpu --save`; "
                                                      "omit to read the live GPUs through NVML.")] = None) -> GpuReport:
     """GPU state: memory per GPU and per process, utilisation, ECC, clocks, leftovers from dead runs.
 

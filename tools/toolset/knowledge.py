@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
-
-from rlmedic.tools.registry import ToolContext, tool
+from rlmedic.tools.registry import Param, ToolContext, tool
 from rlmedic.tools.toolset._common import add_citations
 from rlmedic.types import Citation, Evidence
 
@@ -37,10 +35,10 @@ def _step_search(data: Any) -> str:
       use="for the documentation, playbook cards and known upstream issues")
 def search_docs(
     ctx: ToolContext,
-    query: Annotated[str, Field(min_length=1, description="Words, a config key or flag, or an error string.")],
-    k: Annotated[int, Field(ge=1, le=20, description="How many results.")] = 5,
+    query: Annotated[str, Param(min_length=1, description="Words, a config key or flag, or an error string.")],
+    k: Annotated[int, Param(ge=1, le=20, description="How many results.")] = 5,
     kind: Annotated[Literal["doc", "card", "issue", "known", "commit"] | None,
-                    Field(description="Only indexed docs, playbook cards, upstream issue threads, known-issue "
+                    Param(description="Only indexed docs, playbook cards, upstream issue threads, known-issue "
                                       "records (exact bugs with their fix and the release that fixed them), or "
                                       "commits of the frameworks' synced git history (rlmedic sync-code).")] = None,
 ) -> list[Any]:

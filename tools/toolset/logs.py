@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Annotated, Any
 
-from pydantic import Field
-
-from rlmedic.tools.registry import ToolContext, tool
+from rlmedic.tools.registry import Param, ToolContext, tool
 from rlmedic.tools.toolset._common import add_citations, serious_findings, upstream_fixes_of
 from rlmedic.types import Citation, Evidence
 
-Paths = Annotated[list[str], Field(min_length=1, description="Log files or folders of per-rank logs (gzip is fine).")]
+Paths = Annotated[list[str], Param(min_length=1, description="Log files or folders of per-rank logs (gzip is fine).")]
 
 
 def _first(items: list[Any], n: int) -> list[Any]:
@@ -116,7 +114,7 @@ def _step_diagnosis(data: Any) -> str:
 @tool(render=_render_diagnosis, cache_paths="paths", evidence=diagnosis_evidence, step=_step_diagnosis,
       reads={"paths": "log"}, use="for logs (the root cause, with file:line)")
 def diagnose(ctx: ToolContext, paths: Paths,
-             zero_reward_steps: Annotated[int | None, Field(ge=1, le=100_000, description=(
+             zero_reward_steps: Annotated[int | None, Param(ge=1, le=100_000, description=(
                  "Steps in a row with zero reward that make the zero-reward streak (default: 10)."))] = None) -> Any:
     """Find the root cause of a failed AReaL/slime training run in its logs.
 
@@ -147,7 +145,7 @@ def _add_upstream(d: Any, ctx: ToolContext) -> None:
 
 @tool(use="for the log lines around the error, after `diagnose`")
 def excerpt(ctx: ToolContext, paths: Paths,
-            max_lines: Annotated[int, Field(ge=10, le=1000, description="Line budget of the excerpt.")] = 120) -> str:
+            max_lines: Annotated[int, Param(ge=10, le=1000, description="Line budget of the excerpt.")] = 120) -> str:
     """The most relevant lines of training logs: around the root error, repeats collapsed, redacted.
 
     Use it to read the log itself after `diagnose` (what happened just before the error).

@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import Field
-
-from rlmedic.tools.registry import ToolContext, tool
+from rlmedic.tools.registry import Param, ToolContext, tool
 from rlmedic.tools.toolset._common import upstream_fixes_of
 from rlmedic.types import Evidence
 
@@ -45,7 +43,7 @@ def _step_env(data: Any) -> str:
 @tool(render=_render_env, cache_paths="path", evidence=env_evidence, step=_step_env, reads={"path": "env"},
       use="for a pip/conda listing of the training environment (its versions)")
 def read_env(ctx: ToolContext,
-             path: Annotated[str, Field(min_length=1, description="A pip freeze, pip list (text or JSON), conda list "
+             path: Annotated[str, Param(min_length=1, description="A pip freeze, pip list (text or JSON), conda list "
                                                                   "or `rlmedic env --json` file.")]) -> EnvListing:
     """Read the training environment's package versions from a listing of it.
 
@@ -90,9 +88,9 @@ def upstream_evidence(result: Any) -> Evidence:
       use="for a traceback that may be an upstream bug fixed in the framework's git history")
 def upstream_fixes(
     ctx: ToolContext,
-    traceback: Annotated[str, Field(min_length=1, description="The traceback as printed: its File lines and the final exception line.")],
-    versions: Annotated[dict[str, str] | None, Field(description="The user's versions, e.g. {\"verl\": \"0.7.0\"} (read from the text when absent).")] = None,
-    repo: Annotated[str | None, Field(description="Only this synced repository (OWNER/REPO).")] = None,
+    traceback: Annotated[str, Param(min_length=1, description="The traceback as printed: its File lines and the final exception line.")],
+    versions: Annotated[dict[str, str] | None, Param(description="The user's versions, e.g. {\"verl\": \"0.7.0\"} (read from the text when absent).")] = None,
+    repo: Annotated[str | None, Param(description="Only this synced repository (OWNER/REPO).")] = None,
 ) -> UpstreamResult:
     """Find the commits in a framework's synced git history (rlmedic sync-code) that likely fixed this traceback.
 
@@ -121,9 +119,9 @@ def code_evidence(quotes: Any) -> Evidence:
 @tool(render=_render_code, evidence=code_evidence, use="to quote the failing functions of a traceback from the user's source")
 def quote_code(
     ctx: ToolContext,
-    source: Annotated[str, Field(min_length=1, description="The framework's source: a clone, or the training "
+    source: Annotated[str, Param(min_length=1, description="The framework's source: a clone, or the training "
                                                            "environment's site-packages folder.")],
-    traceback: Annotated[str, Field(min_length=1, description="The traceback as printed (its File lines).")],
+    traceback: Annotated[str, Param(min_length=1, description="The traceback as printed (its File lines).")],
 ) -> list[Any]:
     """Quote the failing functions of a traceback from the user's copy of the framework's source.
 
