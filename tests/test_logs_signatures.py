@@ -204,3 +204,21 @@ def test_the_skeleton_check_keeps_digits_out_of_required_text() -> None:
     digits = {ord(d): None for d in "0123456789"}
     assert not sig.may_match_without_digits(row.translate(digits))
     assert sig.may_match_without_digits(hit.translate(digits)) and sig.match(hit)
+
+
+def test_a_literal_and_its_caseless_twin_are_one_search_and_each_regex_still_decides() -> None:
+    """One Hyperscan report per line, not two, for a literal that a case-sensitive and a caseless
+    signature share; the case-sensitive signature's own regex still refuses the other case."""
+    from rlmedic.tools.logs.diagnose import diagnose_texts
+
+    data = _one(id="exact", patterns=["update_weight failed"], literals=["update_weight"],
+                examples=["update_weight failed"])
+    data["signatures"].append({**_one()["signatures"][0], "id": "anycase", "patterns": ["(?i)update_weight stalled"],
+                               "literals": ["update_weight"], "examples": ["UPDATE_WEIGHT stalled"]})
+    catalog = parse_catalog(data)
+    shared = [(lit, owners) for lit, owners in catalog.all_literals() if lit.text.lower() == "update_weight"]
+    assert [(lit.caseless, owners) for lit, owners in shared] == [(True, frozenset({"exact", "anycase"}))]
+    for line, found in [("update_weight failed", {"exact"}), ("UPDATE_WEIGHT failed", set()),
+                        ("Update_Weight stalled", {"anycase"}), ("update_weight is fine", set())]:
+        d = diagnose_texts([("a.log", f"step 1\n{line}\n")], catalog=catalog)
+        assert {f.id for f in d.findings} == found, line

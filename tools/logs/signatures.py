@@ -125,6 +125,12 @@ class Catalog:
                 owners.setdefault(lit, set()).add(sig.id)
         for lit in self.metric_literals:
             owners.setdefault(lit, set()).add("#metric")
+        # a literal and its caseless twin are one search: the caseless one finds every place the other
+        # does (a literal only picks lines; each signature's regex decides), and a line holding it is
+        # then reported once, not twice (``update_weight`` is in every AReaL step's stats table)
+        caseless = {lit.text.lower(): lit for lit in owners if lit.caseless}
+        for lit in [lit for lit in owners if not lit.caseless and lit.text.lower() in caseless]:
+            owners[caseless[lit.text.lower()]] |= owners.pop(lit)
         return [(lit, frozenset(ids)) for lit, ids in owners.items()]
 
 
