@@ -40,6 +40,8 @@ def versions_of(evidence: Sequence[Evidence]) -> dict[str, str]:
 def judged(evidence: Sequence[Evidence]) -> list[UpstreamFix]:
     """Every upstream match in ``evidence`` once (best score kept), its status judged against
     :func:`versions_of`; best first, the ones already in the user's release after the others."""
+    if not any(e is not None and e.upstream_fixes for e in evidence):
+        return []  # nothing matched (or nothing synced): the history module is not imported for nothing
     from rlmedic.knowledge.history import IN_YOURS_MARGIN, status_for
 
     versions = versions_of(evidence)

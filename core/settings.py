@@ -87,6 +87,13 @@ def index_dir(override: str | os.PathLike[str] | None = None) -> Path:
     return data_dir() / "index"
 
 
+def history_path(index_dir_override: str | os.PathLike[str] | None = None) -> Path:
+    """``history.sqlite`` in the knowledge index folder (``--index-dir`` or the default): the frameworks'
+    synced git history (``rlmedic sync-code``). Here, not in :mod:`rlmedic.knowledge.history`, so that
+    a diagnosis can see there is none without importing that module."""
+    return index_dir(index_dir_override) / "history.sqlite"
+
+
 def chroma_url() -> str:
     """A Chroma server (``chroma run``) to hold the dense index instead of the embedded store.
 

@@ -31,7 +31,6 @@ from rlmedic.errors import UserError
 from rlmedic.types import UpstreamFix
 from rlmedic.versions import canonical, compare, parse
 
-FILE_NAME = "history.sqlite"
 SCHEMA = 1
 #: A commit touching more than this many files (a vendored import, a mass rename) keeps only this many,
 #: and its symbols are capped too: such a commit is a poor fix candidate anyway.
@@ -62,9 +61,9 @@ _STOP = frozenset("the and for with was not are but this that from has have had 
 
 def history_path(index_dir: str | os.PathLike[str] | None = None) -> Path:
     """``history.sqlite`` in the knowledge index folder (``--index-dir`` or the default)."""
-    from rlmedic.settings import index_dir as default_dir
+    from rlmedic.settings import history_path as path
 
-    return default_dir(index_dir) / FILE_NAME
+    return path(index_dir)
 
 
 def package_of(repo: str) -> str:

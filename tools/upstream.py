@@ -43,14 +43,16 @@ def root_exception(findings: list[Any]) -> dict[str, Any] | None:
 
 def for_diagnosis(d: Any, index_dir: Any = None, versions: dict[str, str] | None = None) -> tuple[list[UpstreamFix], dict[str, str]]:
     """(fixes, versions read) for a diagnosis whose root (or first) error has a traceback; ([], {}) otherwise."""
-    from rlmedic.knowledge.history import History, match, query_from_finding
-    from rlmedic.versions import read_versions
+    from rlmedic.settings import history_path
 
     root = d.root_finding
     findings = ([root] if root is not None else []) + [f for f in d.findings if f is not root]
     ev = root_exception(findings)
-    if ev is None:
-        return [], {}
+    if ev is None or not history_path(index_dir).is_file():
+        return [], {}  # nothing synced (rlmedic sync-code): the history module is not even imported
+    from rlmedic.knowledge.history import History, match, query_from_finding
+    from rlmedic.versions import read_versions
+
     history = History.open_existing(index_dir)
     if history is None:
         return [], {}
