@@ -9,6 +9,7 @@ must start fast.
 
 from __future__ import annotations
 
+import copy
 import re
 import sys
 from typing import TYPE_CHECKING, Any
@@ -135,6 +136,23 @@ def _assemble() -> None:
 _assemble()
 
 
+def app_for(argv: list[str]) -> typer.Typer:
+    """The app to run for ``argv``: when its first word names a command, an app holding that command
+    alone. Typer builds the parameters of every registered command before it runs one (~30 ms of each
+    cold command for the twenty of ours); anything else (``--help``, ``--version``, a misspelt
+    command, which gets its "did you mean") runs the whole app."""
+    first = argv[0] if argv else ""
+    if first.startswith("-"):
+        return app
+    named = [info for info in app.registered_commands
+             if (info.name or (info.callback.__name__ if info.callback else "").lower().replace("_", "-")) == first]
+    if len(named) != 1:
+        return app
+    one = copy.copy(app)
+    one.registered_commands = named
+    return one
+
+
 def main() -> None:  # console-script entry point
     # A file name that is not UTF-8 (a surrogate escape in Python) must not kill the output:
     # it is written as a \udcXX escape, which is also a valid escape inside a JSON string.
@@ -142,7 +160,7 @@ def main() -> None:  # console-script entry point
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    app()
+    app_for(sys.argv[1:])()
 
 
 if __name__ == "__main__":  # pragma: no cover
