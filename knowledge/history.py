@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rlmedic.errors import UserError
+from rlmedic.settings import history_path
 from rlmedic.types import UpstreamFix
 from rlmedic.versions import canonical, compare, parse
 
@@ -57,13 +58,6 @@ _STOP = frozenset("the and for with was not are but this that from has have had 
                   "than then got get set use used using only more most less all any some one two none self true false "
                   "error errors exception failed fails failure file line lines object type value got expected must "
                   "should would could does did been being which where there their they them what".split())
-
-
-def history_path(index_dir: str | os.PathLike[str] | None = None) -> Path:
-    """``history.sqlite`` in the knowledge index folder (``--index-dir`` or the default)."""
-    from rlmedic.settings import history_path as path
-
-    return path(index_dir)
 
 
 def package_of(repo: str) -> str:

@@ -176,7 +176,7 @@ class Tool:
         """A pydantic model of the parameters (ctx excluded), built when first asked for: a command calls
         one tool, and building all eleven models cost every cold command ~10 ms."""
         if self._params is None:
-            self._params = _params_model(self.fn, self.name)
+            self._params = _params_model(self.name, self.fields)
         return self._params
 
     def step_line(self, data: Any) -> str:
@@ -561,13 +561,13 @@ def _as_declared(hint: Any, value: Any) -> bool:
     return False
 
 
-def _params_model(fn: Callable[..., Any], tool_name: str) -> type:
-    """A pydantic model of ``fn``'s parameters after ``ctx`` (types and defaults from the signature;
-    each :class:`Param` becomes pydantic's ``Field``)."""
+def _params_model(tool_name: str, params: dict[str, tuple[Any, Any]]) -> type:
+    """A pydantic model of a tool's parameters (:attr:`Tool.fields`: types and defaults from its
+    signature; each :class:`Param` becomes pydantic's ``Field``)."""
     from pydantic import ConfigDict, create_model
 
     fields = {}
-    for name, (hint, default) in _param_fields(fn, tool_name).items():
+    for name, (hint, default) in params.items():
         if typing.get_origin(hint) is typing.Annotated:
             inner, *meta = typing.get_args(hint)
             hint = typing.Annotated[(inner, *(m.field() if isinstance(m, Param) else m for m in meta))]

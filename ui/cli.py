@@ -144,8 +144,10 @@ def app_for(argv: list[str]) -> typer.Typer:
     first = argv[0] if argv else ""
     if first.startswith("-"):
         return app
+    from typer.main import get_command_name  # how typer names a command registered without a name
+
     named = [info for info in app.registered_commands
-             if (info.name or (info.callback.__name__ if info.callback else "").lower().replace("_", "-")) == first]
+             if (info.name or get_command_name(info.callback.__name__ if info.callback else "")) == first]
     if len(named) != 1:
         return app
     one = copy.copy(app)

@@ -35,7 +35,8 @@ def sync_code(
     Each commit's PR, date, files, the functions it touched and the first release holding it; a re-sync
     reads only new commits."""
     from rlmedic.errors import UserError
-    from rlmedic.knowledge.history import History, history_path, sync_clone, sync_rest
+    from rlmedic.knowledge.history import History, sync_clone, sync_rest
+    from rlmedic.settings import history_path
     from rlmedic.knowledge.sync import parse_since
     from rlmedic.ui.clikit import print_json
 
