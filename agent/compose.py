@@ -277,7 +277,7 @@ def _known(inq: Inquiry, case: Case, texts: list[str], kb: Any) -> tuple[Any, li
     # most of its message's words; never a similarity of words alone
     backed = [m for m in matches if m.how != "similar" and same_stack(m, case.framework)
               and (m.certain or m.how == "exception" or m.shared <= RELATED_SHARED)]
-    elsewhere = {f.line for f in case.cascades if f.line and f.category != getattr(case.root, "category", None)}
+    elsewhere = [f for f in case.cascades if f.category != getattr(case.root, "category", None)]
     lead = next((m for m in leading(backed) if _explains(m, case.root, [*texts, inq.question], elsewhere)), None)
     return lead, [m for m in backed if m is not lead][:2]
 
@@ -371,12 +371,13 @@ ERROR_WORDS = re.compile(r"(?i)error|exception|traceback|fail|fatal|abort|assert
 TRACEBACK_LINES = 40
 
 
-def _explains(m: Any, root: Any, texts: Sequence[str] = (), elsewhere: set[int] | frozenset[int] = frozenset()) -> bool:
+def _explains(m: Any, root: Any, texts: Sequence[str] = (), elsewhere: Sequence[Any] = ()) -> bool:
     """Whether a certain known-issue match is about the root error (it then leads): there is no root,
     the record's category is the root's, or the line it matched is the root's own or follows it
-    within its traceback (a crash line, then the exception that names the bug). A line that is a
-    cascade's own (``elsewhere``: an NCCL watchdog after an OOM, shown around the root as context)
-    is about that cascade, not the root."""
+    within its traceback (a crash line, then the exception that names the bug). A line of a cascade
+    (``elsewhere``: the findings of another category than the root's, an NCCL watchdog after an OOM,
+    shown around the root as context) is about that cascade, not the root: told by the cascade's own
+    signature, so it holds in the head and tail of a big log too, whose lines are not numbered as the file's."""
     if root is None:
         # no failure in the evidence (texts end with the question): a record leads only on an error line
         # or on the user's own words, never on a metric or progress line of a run that may be healthy
@@ -387,14 +388,23 @@ def _explains(m: Any, root: Any, texts: Sequence[str] = (), elsewhere: set[int] 
     line = (m.matched or "").strip()[:80]
     if not line:
         return False
+    if any(_signature_matches(f.id, m.matched or "") for f in elsewhere):
+        return False
     # where the line is first in each text (file)
     ats = [n for n in (next((n for n, c in enumerate(text.splitlines(), 1) if line in c), None) for text in texts)
            if n is not None]
-    if any(n in elsewhere for n in ats):
-        return False
     if line in str(root.evidence.get("excerpt") or "") + " " + root.summary:
         return True
     return bool(root.line) and any(0 <= n - root.line <= TRACEBACK_LINES for n in ats)
+
+
+def _signature_matches(signature_id: str, line: str) -> bool:
+    """Whether the log signature ``signature_id`` (a finding's id) matches ``line``; False for ids that
+    name no signature (a metric finding, a config rule)."""
+    from rlmedic.tools.logs.signatures import builtin_catalog
+
+    sig = builtin_catalog().by_id.get(signature_id)
+    return sig is not None and bool(line) and sig.match(line)
 
 
 #: Repositories of RL training frameworks (the part before ``#`` of a record's source, lowercased): a bug

@@ -254,7 +254,7 @@ def known(inq: Inquiry, case: Case, lead: Any, related: Sequence[Any], *, brief:
 
     how = {"exact": "the same error string", "regex": "its error pattern", "exception": "the exception and its message"}
     lines: list[Line] = []
-    for text in known_lines(matches, mark):
+    for text in known_lines(matches, mark, lead=lead is not None):
         found = [int(n) - MARK for n in re.findall(r"\[(\d+)\]", text) if int(n) >= MARK]
         text = re.sub(r"\[(\d+)\]", lambda m: "{cite}" if int(m.group(1)) >= MARK else m.group(0), text)
         lines.append(Line(text, tuple(cites[i] for i in found[:1])))

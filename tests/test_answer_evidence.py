@@ -326,3 +326,30 @@ def test_warnings_answer_a_question_about_a_problem_on_a_run_without_failure() -
     assert not [f for f in data["fixes"] if f["key"].startswith("--")]  # the warning's card is slime's
     healthy = ask("did this run finish ok?", "--attach", str(FIXTURES / "logs" / "scenarios" / "no_eos_areal.log"))
     assert not healthy["answer"].startswith("No failure in the logs; these warnings")
+
+
+def test_a_cascade_known_issue_does_not_lead_in_a_big_log_either(tmp_path: Path) -> None:
+    """The NCCL watchdogs after an OOM match a known issue of their own (a timeout at checkpoint save).
+    In a small log that record is told apart as the cascade's; a log past the attachment budget is read
+    as its head and tail, whose lines are not numbered as the file's, and the record led the answer."""
+    failure = "".join(
+        [f"(TrainWorker pid=48213, ip=10.0.0.5) {line}\n" for line in (
+            "Traceback (most recent call last):",
+            '  File "/usr/local/lib/python3.11/site-packages/torch/_tensor.py", line 626, in backward',
+            "    torch.autograd.backward(",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB. GPU 3 has a total capacity of "
+            "79.11 GiB of which 1.02 GiB is free. Process 48213 has 78.07 GiB memory in use.")]
+        + [f"(TrainWorker pid={48200 + r}, ip=10.0.0.5) [rank{r}]:[E1122 07:45:09.123456 ProcessGroupNCCL.cpp:616] "
+           f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8812, OpType=ALLREDUCE, "
+           "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n" for r in (0, 1, 2)])
+    noise = "".join(f"(RolloutWorker pid=2101) [2025-11-22 07:{i % 60:02d}:00 TP0] Decode batch. #running-req: {i % 200}, "
+                    f"#token: {i * 7 % 90000}, gen throughput (token/s): 1052.87, #queue-req: 0\n" for i in range(30_000))
+    small, big = tmp_path / "small.log", tmp_path / "big.log"
+    small.write_text(failure)
+    big.write_text(noise + failure)
+    assert big.stat().st_size > 3_000_000  # past what an attachment is read of: its head and tail
+    for log in (small, big):
+        answer = ask("why did it die?", "--attach", str(log))["answer"]
+        assert "CUDA out of memory" in answer.split("Evidence:")[0], (log.name, answer[:600])
+        # no known issue leads on a watchdog line (records of NCCL timeouts at a save, after 10 minutes ...)
+        assert not re.search(r"^  Your log: .*Watchdog caught", answer, re.M), (log.name, answer[:600])

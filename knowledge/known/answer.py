@@ -23,11 +23,13 @@ def leading(matches: Sequence[KnownMatch]) -> list[KnownMatch]:
     return [m for m in matches if m.certain and m.version_status != "fixed_in_yours"]
 
 
-def known_lines(matches: Sequence[KnownMatch], cite: Callable[[Citation], int]) -> list[str]:
+def known_lines(matches: Sequence[KnownMatch], cite: Callable[[Citation], int], *, lead: bool = True) -> list[str]:
     """Answer lines for ``matches`` (best first): the leading record with its cause, fix and version advice,
-    then demoted and merely similar records in one line each. ``cite`` numbers a citation (``Answer.cite``)."""
+    then demoted and merely similar records in one line each. ``cite`` numbers a citation (``Answer.cite``).
+    ``lead=False``: the caller found that none of them explains the failure (a record that matched a
+    cascade's line, an NCCL watchdog after an OOM): each is one line, none is told as the known issue."""
     lines: list[str] = []
-    lead = leading(matches)[:1]
+    lead = leading(matches)[:1] if lead else []
     for m in lead:
         r = m.record
         ref = cite(m.citation) if m.citation else 0
