@@ -158,3 +158,85 @@ def test_a_small_chunk_puts_lines_and_tables_across_region_ends(monkeypatch: pyt
 
     monkeypatch.setattr(logscan.Scanner, "__init__", small)
     _assert_same(monkeypatch, _diagnose_path(path), "areal-dense in small regions")
+
+
+# -- the shipped scanner's own shortcuts against its general path ------------------------------------
+# Both shortcuts below change no result; each test runs the shipped scanner with the shortcut and without
+# it on logs where it is taken, and checks that it was taken.
+
+
+def _assert_same_shipped(monkeypatch: pytest.MonkeyPatch, call: Any, label: str, without: Any) -> None:
+    """The shipped scanner's result as it is and with ``without(monkeypatch)`` applied (a shortcut off)."""
+    shipped = _run(monkeypatch, False, call)
+    with monkeypatch.context() as m:
+        without(m)
+        general = _run(monkeypatch, False, call)
+    for part in ("error", "diagnosis", "state"):
+        assert shipped.get(part) == general.get(part), f"{label}: {part} differs without the shortcut"
+
+
+def test_stringzilla_counts_newlines_as_bytearray_does() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    assert logscan.count_newlines is not bytearray.count, "stringzilla (a dependency) should count the newlines"
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.binary(max_size=300).map(lambda b: b.replace(b"x", b"\n")), st.integers(0, 310), st.integers(0, 310))
+    def same(data: bytes, start: int, end: int) -> None:
+        buf = bytearray(data)
+        assert logscan.count_newlines(buf, b"\n", start, end) == buf.count(b"\n", start, end)
+
+    same()
+    big = bytearray(b"ab\n" * 400_000 + b"\r\n\n")  # past any SIMD block, ragged ends
+    for start, end in ((0, len(big)), (1, len(big) - 1), (5, 1_000_003), (len(big), len(big)), (9, 3)):
+        assert logscan.count_newlines(big, b"\n", start, end) == big.count(b"\n", start, end)
+
+
+@pytest.mark.parametrize("shape", ["areal-mixed", "areal-dense", "verl"])
+def test_the_plain_newline_count_gives_the_same_diagnosis(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                         shape: str) -> None:
+    path = mixedlogs.write(tmp_path / f"{shape}.log", shape, 400_000, 5)
+    _assert_same_shipped(monkeypatch, _diagnose_path(path), shape,
+                         lambda m: m.setattr(logscan, "count_newlines", bytearray.count))
+
+
+@pytest.mark.parametrize("shape,chunk", [("areal-dense", 600_000), ("areal-mixed", 600_000), ("areal-dense", 1)])
+def test_past_the_budgets_a_step_lines_shortcut_gives_what_the_general_path_gives(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shape: str, chunk: int
+) -> None:
+    pytest.importorskip("hyperscan", reason="the hyperscan extra is not installed")
+    # small budgets and regions: a region starting past the budgets is read for signatures only but for its
+    # last part, and a step line there takes the shortcut (chunk 1: the smallest regions, many ends)
+    monkeypatch.setattr(logscan, "METRIC_LINES_FULL", 200)
+    monkeypatch.setattr(logscan, "METRIC_TABLES_FULL", 10)
+    monkeypatch.setattr(logscan, "METRIC_TAIL_FULL", 32 << 10)
+    original = logscan.Scanner.__init__
+    monkeypatch.setattr(logscan.Scanner, "__init__", lambda self, *a, **k: original(self, *a, **{**k, "chunk": chunk}))
+    path = mixedlogs.write(tmp_path / f"{shape}.log", shape, 3 << 20, 6)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    steps = [i for i, line in enumerate(lines) if "Train step" in line]
+    for k in steps[5::9]:
+        lines[k] += " loss=nan"  # a step line with a second report: the general path's
+    for k in steps[7::13]:
+        lines[k] = "\x1b[32m" + lines[k].replace("/", "\x1b[0m/", 1)  # coloured: the general path's
+    path.write_text("\n".join(lines), encoding="utf-8")
+    taken = []  # the shortcut reads a step line's numbers with match(), the general path with search()
+    numbers = logscan._STEP_NUMBERS
+
+    class Counted:
+        def match(self, *args: Any) -> Any:
+            taken.append(args[1])
+            return numbers.match(*args)
+
+        def search(self, *args: Any) -> Any:
+            return numbers.search(*args)
+
+    monkeypatch.setattr(logscan, "_STEP_NUMBERS", Counted())
+    make = logscan.make_engine
+
+    def off(m: pytest.MonkeyPatch) -> None:
+        m.setattr(logscan, "make_engine", lambda *a, **k: setattr(e := make(*a, **k), "step_index", -1) or e)
+
+    _assert_same_shipped(monkeypatch, _diagnose_path(path), f"{shape} past the budgets", off)
+    assert len(taken) > len(steps) // 2, "most step lines should take the shortcut as shipped"

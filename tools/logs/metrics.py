@@ -344,8 +344,20 @@ class MetricCollector:
         return grid_pairs(text)
 
     def step_line(self, file_index: int, line_no: int, step: int, total: int) -> None:
-        """AReaL's ``Train step N/M done`` line, its numbers read by the scanner (as :meth:`feed` would)."""
-        self._set_step(file_index, step, line_no)
+        """AReaL's ``Train step N/M done`` line, its numbers read by the scanner (as :meth:`feed` would).
+
+        :meth:`_set_step` written out: a long AReaL log has one such line a training step."""
+        self.current_step[file_index] = step
+        prev = self.last_step.get(file_index)
+        if prev is None or line_no >= prev[1]:
+            self.last_step[file_index] = (step, line_no)
+        lines = self.step_lines.get(file_index)
+        if lines is None:
+            lines = self.step_lines[file_index] = []
+        if not lines or lines[-1][1] != step:
+            if len(lines) >= MAX_POINTS:
+                del lines[: MAX_POINTS // 10]
+            lines.append((line_no, step))
         self.total_steps[file_index] = total
 
     def _set_step(self, file_index: int, step: int, line_no: int) -> None:
