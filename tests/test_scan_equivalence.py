@@ -240,3 +240,67 @@ def test_past_the_budgets_a_step_lines_shortcut_gives_what_the_general_path_give
 
     _assert_same_shipped(monkeypatch, _diagnose_path(path), f"{shape} past the budgets", off)
     assert len(taken) > len(steps) // 2, "most step lines should take the shortcut as shipped"
+
+
+def _warning_log(path: Path) -> Path:
+    """An AReaL log where every fifth line is a KV-cache retraction of SGLang's, in the variants a real one
+    holds: coloured, behind a carriage return, deduplicated by Ray, cut short (the literal without the
+    rest of the pattern), next to another signature's text, far longer than a shown line."""
+    base = mixedlogs.write(path.with_suffix(".base"), "areal-mixed", 500_000, 9).read_text(encoding="utf-8").split("\n")
+    warn = "[2025-11-22 10:00:{s:02d}] [TP{tp}] KV cache pool is full. Retract requests. #retracted_reqs: {k}, " \
+           "#new_token_ratio: 0.{k:04d} -> 1.0000"
+    variants = [
+        lambda t: t,
+        lambda t: f"\x1b[33m{t}\x1b[0m",
+        lambda t: f"decode 12%\r{t}",
+        lambda t: f"(SGLangServer pid=77) {t} [repeated 4x across cluster]",
+        lambda t: t.split(". Retract")[0] + " for now",
+        lambda t: f"{t} torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        lambda t: t + " " + "x" * 3000,
+    ]
+    out = []
+    for n, line in enumerate(base):
+        out.append(line)
+        if n % 5 == 0:
+            text = warn.format(s=n % 60, tp=n % 8, k=n % 9000)
+            out.append(variants[(n // 5) % 23 % len(variants)](text) if (n // 5) % 3 == 0 else text)
+    out.append(variants[1](warn.format(s=1, tp=1, k=1)))  # the last one is kept as it was cleaned
+    path.write_text("\n".join(out), encoding="utf-8")
+    return path
+
+
+def test_a_warning_on_every_fifth_line_diagnoses_as_before(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    path = _warning_log(tmp_path / "warnings.log")
+    _assert_same(monkeypatch, _diagnose_path(path), "warnings")
+    _assert_same(monkeypatch, _diagnose_path(path), "warnings, python engine", engine="python")
+
+
+@pytest.mark.parametrize("chunk", [None, 1])
+def test_a_signature_counted_in_the_region_loop_counts_what_the_general_path_counts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, chunk: int | None
+) -> None:
+    path = _warning_log(tmp_path / "warnings.log")
+    if chunk:
+        original_init = logscan.Scanner.__init__
+        monkeypatch.setattr(logscan.Scanner, "__init__",
+                            lambda self, *a, **k: original_init(self, *a, **{**k, "chunk": chunk}))
+    calls = []
+    plain = logscan._plain_match
+
+    def counting(sig: Any) -> Any:
+        match = plain(sig)
+        return lambda line: calls.append(sig.id) or match(line)
+
+    monkeypatch.setattr(logscan, "_plain_match", counting)
+    init = logscan.Scanner.__init__
+
+    def without(m: pytest.MonkeyPatch) -> None:
+        def no_shortcut(self: Any, *a: Any, **k: Any) -> None:
+            init(self, *a, **k)
+            self._own_literal = {}  # no signature is ever counted by the region loop
+
+        m.setattr(logscan.Scanner, "__init__", no_shortcut)
+
+    _assert_same_shipped(monkeypatch, _diagnose_path(path), "warnings", without)
+    lines = path.read_text(encoding="utf-8").count("KV cache pool is full")
+    assert calls.count("sglang-kv-retract") > lines // 2, "most retractions should be counted by the region loop"

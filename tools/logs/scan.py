@@ -482,6 +482,50 @@ def _contains(text: str, lit: Literal) -> bool:
     return (lit.text.lower() in text.lower()) if lit.caseless else (lit.text in text)
 
 
+def _holds_any(literals: list[Literal] | None) -> Callable[[str], bool]:
+    """``any(_contains(line, lit) for lit in literals)`` (always True for None: nothing is required), the
+    literals folded once and the line lowered at most once."""
+    if literals is None:
+        return lambda _line: True
+    exact = tuple(lit.text for lit in literals if not lit.caseless)
+    folded = tuple(lit.text.lower() for lit in literals if lit.caseless)
+
+    def holds_any(line: str) -> bool:
+        for text in exact:
+            if text in line:
+                return True
+        if folded:
+            low = line.lower()
+            for text in folded:
+                if text in low:
+                    return True
+        return False
+
+    return holds_any
+
+
+def _plain_match(sig: Signature) -> Callable[[str], bool]:
+    """``sig.match`` on the compiled regexes themselves: a line counted by the region loop holds the
+    signature's literal, so a lazy pattern's check of its required text would seldom spare the regex."""
+
+    def compiled(rx: Any) -> Any:
+        make = getattr(rx, "compiled", None)
+        return make() if callable(make) else rx
+
+    searches = tuple(compiled(rx).search for rx in sig.patterns)
+    exclude = compiled(sig.exclude).search if sig.exclude is not None else None
+
+    def match(line: str) -> bool:
+        if exclude is not None and exclude(line) is not None:
+            return False
+        for search in searches:
+            if search(line) is not None:
+                return True
+        return False
+
+    return match
+
+
 def extract_numbers(line: str, extractors: dict[str, list[re.Pattern[str]]]) -> dict[str, Any]:
     """Values named in the catalog's ``extract``; ``*_gib`` values are normalised to GiB."""
     out: dict[str, Any] = {}
@@ -873,6 +917,9 @@ class Scanner:
         self.chunk = max(chunk, 2 * (KEEP_BEFORE + AFTER_RESERVE))
         self.groups: dict[tuple[str, int, str, str], HitGroup] = {}
         self._phased: dict[tuple[str, int], int] = {}
+        # file -> {a signature's own literal owner set: (signature, its group)} for the signatures whose later
+        # hits in that file are only counted (see _count_only); the region loop counts those on its own
+        self._counted_only: dict[int, dict[frozenset[str], tuple[Signature, HitGroup, Callable[[str], bool]]]] = {}
         self._last_phase: dict[tuple[str, int], str] = {}
         repeated = catalog.common_extract.get("repeated")
         self._repeated = {"repeated": repeated} if repeated else {}
@@ -882,6 +929,7 @@ class Scanner:
         self._repeated_literals: list[Literal] | None = (
             None if any(lits is None for lits in found) else [lit for lits in found for lit in lits or []]
         )
+        self._may_repeat = _holds_any(self._repeated_literals)
         self.bytes_read = 0
         self.truncated = False
         self._metric_lines: dict[tuple[str, int], int] = {}  # ("lines"|"tables", file) -> met so far (the budgets)
@@ -892,6 +940,8 @@ class Scanner:
         # the owner sets of signature literals alone (no stats line, no nan): the region loop looks a line
         # holding only one of them up in the skeleton cache first (a frozenset is keyed as the set of ids it is)
         self._refused_alone = {o for o in self._owners if not o & {"#metric", "#nonfinite"}}
+        # a signature -> the owner set of the literals it owns alone, where it has any (see _counted_only)
+        self._own_literal = {next(iter(o)): o for o in self._refused_alone if len(o) == 1}
 
     # -- public ------------------------------------------------------------------
 
@@ -1148,6 +1198,7 @@ class Scanner:
         # AReaL's step line where the region is read for signatures only: its numbers, nothing else
         step_idx = self.engine.step_index if on_step is not None and on_metric is not None else -1
         step_numbers = _STEP_NUMBERS.match
+        counted_only = self._counted_only.setdefault(fi, {})
         i = 0
         n = len(matches)
         if on_table is not None and on_metric is not None and sparse_to > start and tables_from <= start:
@@ -1177,6 +1228,27 @@ class Scanner:
                         i += 1
                         continue
             own = owners[idx]
+            if own in counted_only:
+                # a hit of a signature that is only counted from now on (a warning printed on every tenth
+                # line): alone on its line and with nothing to clean, the line is matched and counted here,
+                # as _handle_line and _count_only would (their skeleton cache only spares a regex)
+                le = find(b"\n", pos, end)
+                if le < 0:
+                    le = end
+                if i + 1 >= n or matches[i + 1][0] >= le:
+                    ls = rfind(b"\n", start, pos) + 1
+                    if ls < start:
+                        ls = start
+                    raw = buf[ls:le]
+                    if b"\x1b" not in raw and b"\r" not in raw:
+                        i += 1
+                        sig, grp, match = counted_only[own]
+                        full = raw.decode("utf-8", errors="replace")
+                        if match(full):
+                            line_no += count_newlines(buf, b"\n", counted, ls)
+                            counted = ls
+                            self._count(sig, grp, line_no, full, info.name)
+                        continue
             if own is metric_only or own is non_finite:
                 # the hot path of a metric-dense log: a line that only names metrics and is no table row
                 # read as a table goes to the collector as it is, without building the set of its ids
@@ -1563,12 +1635,20 @@ class Scanner:
         grp = self.groups.get((sig.id, info.index, "", phase))
         if grp is None or len(grp.detailed) < DETAILED_PER_KEY:
             return False
+        if not sig.context and sig.phase != "context" and sig.id in self._own_literal:
+            # its hits alone on a line are counted by the region loop from now on
+            self._counted_only.setdefault(info.index, {})[self._own_literal[sig.id]] = (sig, grp, _plain_match(sig))
+        self._count(sig, grp, line_no, full, info.name)
+        return True
+
+    def _count(self, sig: Signature, grp: HitGroup, line_no: int, full: str, name: str) -> None:
+        """One more hit of a group past its detailed hits: counted (with the repeats a line says it stands
+        for), and kept as the group's last line."""
         repeated = None
-        if self._repeated and (self._repeated_literals is None or any(_contains(full, lit) for lit in self._repeated_literals)):
+        if self._repeated and self._may_repeat(full):
             repeated = extract_numbers(full, self._repeated).get("repeated")
         grp.count += int(repeated) + 1 if isinstance(repeated, int) else 1
-        grp.pending = (sig, line_no, full, info.name)
-        return True
+        grp.pending = (sig, line_no, full, name)
 
     def _finish(self) -> None:
         """Build the last hit of each group that :meth:`_count_only` left as a line."""
