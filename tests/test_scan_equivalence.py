@@ -304,3 +304,25 @@ def test_a_signature_counted_in_the_region_loop_counts_what_the_general_path_cou
     _assert_same_shipped(monkeypatch, _diagnose_path(path), "warnings", without)
     lines = path.read_text(encoding="utf-8").count("KV cache pool is full")
     assert calls.count("sglang-kv-retract") > lines // 2, "most retractions should be counted by the region loop"
+
+
+def test_a_file_that_grew_after_its_size_was_taken_is_read_whole(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    # a small file's buffer is its size: a log written on meanwhile (its size taken before) is read on
+    path = mixedlogs.write(tmp_path / "dense.log", "areal-dense", 700_000, 3)
+    right = _run(monkeypatch, False, _diagnose_path(path))
+    opener = logscan._open_source
+
+    def taken_early(*args: Any, **kwargs: Any) -> Any:
+        stream, gz, size, mtime = opener(*args, **kwargs)
+        return stream, gz, size // 5, mtime
+
+    monkeypatch.setattr(logscan, "_open_source", taken_early)
+    grown = _run(monkeypatch, False, _diagnose_path(path))
+    assert grown["state"]["files"] == right["state"]["files"]  # every line counted, the same tail
+    assert grown["diagnosis"] == right["diagnosis"]
+    # read in more rounds, a table cut by a round's end gives its second half's points that half's first line
+    values = {k: [(step, value) for step, value, _line in points] for k, (_kind, _dropped, points) in
+              right["state"]["series"].items()}
+    assert values == {k: [(step, value) for step, value, _line in points] for k, (_kind, _dropped, points) in
+                      grown["state"]["series"].items()}
