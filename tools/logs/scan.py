@@ -7,7 +7,10 @@ How it stays fast and small:
 * a *literal prefilter* finds candidate lines: Hyperscan when installed (GB/s), else a
   pure-Python ``bytes.find`` loop; regexes run only on lines that contain a literal;
 * only the first hits of each signature keep their surrounding lines; later ones are
-  counted.
+  counted (by the region loop itself when the line needs no cleaning);
+* line numbers are newlines counted between reports (StringZilla's SIMD count when installed),
+  and a part of a file past its metric budgets is searched for signatures and AReaL's step lines
+  only (:meth:`Scanner._metric_window`).
 
 Reads go through :class:`rlmedic.confine.Confinement` (roots checked after resolving
 symlinks); nothing is ever written.
