@@ -481,13 +481,9 @@ def _to_gib(value: str, unit: str | None) -> float:
     return round(number * scale, 3)
 
 
-def _contains(text: str, lit: Literal) -> bool:
-    return (lit.text.lower() in text.lower()) if lit.caseless else (lit.text in text)
-
-
 def _holds_any(literals: list[Literal] | None) -> Callable[[str], bool]:
-    """``any(_contains(line, lit) for lit in literals)`` (always True for None: nothing is required), the
-    literals folded once and the line lowered at most once."""
+    """Whether a line holds one of ``literals`` (a caseless one in any case; always True for None: nothing
+    is required), the literals folded once and the line lowered at most once."""
     if literals is None:
         return lambda _line: True
     exact = tuple(lit.text for lit in literals if not lit.caseless)
@@ -929,10 +925,9 @@ class Scanner:
         # a counted-only line runs the "repeated" extractor only if its required text is there
         # (~10% of a warning-dense scan went to that search on lines without it)
         found = [required_literals(rx.pattern) for rx in repeated or []]
-        self._repeated_literals: list[Literal] | None = (
+        self._may_repeat = _holds_any(
             None if any(lits is None for lits in found) else [lit for lits in found for lit in lits or []]
         )
-        self._may_repeat = _holds_any(self._repeated_literals)
         self.bytes_read = 0
         self.truncated = False
         self._metric_lines: dict[tuple[str, int], int] = {}  # ("lines"|"tables", file) -> met so far (the budgets)
@@ -1214,30 +1209,16 @@ class Scanner:
                 line_no, counted, i, tables_from = found
         while i < n:
             pos, idx = matches[i]
-            if idx == step_idx and pos < sparse_to and pos < tables_from:
-                # the hot path of a long AReaL log past its budgets: one step line a training step, alone on
-                # its line (what the path below does for it, without its branches: a step line is a stats
-                # line, no table row, and its numbers go to on_step when they read as the collector reads them)
-                le = find(b"\n", pos, end)
-                if le < 0:
-                    le = end
-                if i + 1 >= n or matches[i + 1][0] >= le:
-                    ls = rfind(b"\n", start, pos) + 1
-                    if ls < start:
-                        ls = start
-                    m = step_numbers(buf, pos, le)
-                    if m is not None and pos - ls < METRIC_LINE_CHARS // 2 and find(_BAR, ls, ls + 200 if ls + 200 < le else le) < 0 \
-                            and find(b"\r", ls, le) < 0 and find(b"\x1b", ls, le) < 0:
-                        line_no += count_newlines(buf, b"\n", counted, ls)
-                        counted = ls
-                        on_step(fi, line_no, int(m[1]), int(m[2]))  # type: ignore[misc]
-                        i += 1
-                        continue
             own = owners[idx]
-            if own in counted_only:
-                # a hit of a signature that is only counted from now on (a warning printed on every tenth
-                # line): alone on its line and with nothing to clean, the line is matched and counted here,
-                # as _handle_line and _count_only would (their skeleton cache only spares a regex)
+            step_here = idx == step_idx and pos < sparse_to and pos < tables_from
+            if step_here or own in counted_only:
+                # two hot paths, for a report alone on its line (no other report before the line's end):
+                # * an AReaL step line where a long log past its budgets is read for signatures only: what
+                #   the stats-line path below does for it, without its branches (no table row; its numbers
+                #   go to on_step when they read as the collector reads them);
+                # * a hit of a signature that is only counted from now on (a warning printed on every tenth
+                #   line), on a line with nothing to clean: matched and counted here, as _handle_line and
+                #   _count_only would (their skeleton cache only spares a regex)
                 le = find(b"\n", pos, end)
                 if le < 0:
                     le = end
@@ -1245,16 +1226,27 @@ class Scanner:
                     ls = rfind(b"\n", start, pos) + 1
                     if ls < start:
                         ls = start
-                    raw = buf[ls:le]
-                    if b"\x1b" not in raw and b"\r" not in raw:
-                        i += 1
-                        sig, grp, match = counted_only[own]
-                        full = raw.decode("utf-8", errors="replace")
-                        if match(full):
+                    if step_here:
+                        m = step_numbers(buf, pos, le)
+                        if m is not None and pos - ls < METRIC_LINE_CHARS // 2 \
+                                and find(_BAR, ls, ls + 200 if ls + 200 < le else le) < 0 \
+                                and find(b"\r", ls, le) < 0 and find(b"\x1b", ls, le) < 0:
                             line_no += count_newlines(buf, b"\n", counted, ls)
                             counted = ls
-                            self._count(sig, grp, line_no, full, info.name)
-                        continue
+                            on_step(fi, line_no, int(m[1]), int(m[2]))  # type: ignore[misc]
+                            i += 1
+                            continue
+                    else:
+                        raw = buf[ls:le]
+                        if b"\x1b" not in raw and b"\r" not in raw:
+                            i += 1
+                            sig, grp, match = counted_only[own]
+                            full = raw.decode("utf-8", errors="replace")
+                            if match(full):
+                                line_no += count_newlines(buf, b"\n", counted, ls)
+                                counted = ls
+                                self._count(sig, grp, line_no, full, info.name)
+                            continue
             if own is metric_only or own is non_finite:
                 # the hot path of a metric-dense log: a line that only names metrics and is no table row
                 # read as a table goes to the collector as it is, without building the set of its ids
